@@ -1,0 +1,36 @@
+# Every target is self-sufficient on a fresh machine: it creates the virtual environment and installs first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: setup models run test lint bench clean-models
+
+setup: $(STAMP)
+
+# torch is installed first and pinned: on these machines torch==2.13.0 is a local CPU wheel, while a resolver
+# left free (deepspeed asks only for torch>=2.0) would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+models: setup
+	$(PY) -m data.build_models
+
+run: setup
+	$(PY) train/run.py task=gsm8k lambda=0.1
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+
+bench: setup
+	$(PY) bench/sd_speed.py
+
+clean-models:
+	rm -rf artifacts/models
