@@ -1,0 +1,206 @@
+"""Task registry: prompt templates, references, gold completions and default generation settings.
+
+The plain templates below are a contract: the embedded character-level models are trained on
+`format_prompt(ex) + target_text(ex) + eos`, so changing a template means retraining them. Keep them short.
+When the tokenizer has a chat template, the same instruction text becomes a single user message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+LETTERS = ("A", "B", "C", "D")
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    # reward kind in rewards/: "gsm8k", "rouge", "code", "mmlu"; None = no reward (eval only)
+    reward: str | None
+    max_new_tokens: int  # default for the embedded character-level models; override for real models
+    stop: tuple[str, ...]  # stop strings for plain (non-chat) prompting
+    hub_id: str | None
+    hub_config: str | None
+    required: tuple[tuple[str, ...], ...]  # each entry: alternatives, one of which a row must have
+    instruction: Callable[[dict], str]
+    _reference: Callable[[dict], Any]
+    _target: Callable[[dict], str] | None
+
+    def format_prompt(self, example: dict, tokenizer: Any = None) -> str:
+        """The prompt string: the plain template, or the tokenizer's chat template around the same text."""
+        text = self.instruction(example)
+        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+            messages = [{"role": "user", "content": text}]
+            return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return text
+
+    def reference(self, example: dict) -> Any:
+        """What the reward compares a completion against."""
+        return self._reference(example)
+
+    def target_text(self, example: dict) -> str:
+        """The gold completion (what follows the prompt in training data)."""
+        if self._target is None:
+            raise ValueError(f"task {self.name!r} has no gold completion (it is eval only)")
+        return self._target(example)
+
+
+# ---------------------------------------------------------------- gsm8k
+def gsm8k_final_answer(answer: str) -> str:
+    """The number after the last '####' in a GSM8K answer field."""
+    if "####" not in answer:
+        raise ValueError(f"GSM8K answer has no '#### <number>' line: {answer[-80:]!r}")
+    return answer.rsplit("####", 1)[1].strip()
+
+
+# ---------------------------------------------------------------- mbpp
+def _mbpp_text(ex: dict) -> str:
+    return ex["text"] if ex.get("text") else ex["prompt"]
+
+
+def _mbpp_reference(ex: dict) -> dict:
+    return {
+        "test_list": list(ex["test_list"]),
+        "test_setup_code": ex.get("test_setup_code") or "",
+        "test_imports": list(ex.get("test_imports") or []),
+    }
+
+
+# ---------------------------------------------------------------- mmlu
+def mmlu_fields(ex: dict) -> tuple[str, list[str], str]:
+    """(question, [A, B, C, D], answer letter) from the csv schema or the hub schema (choices, int answer)."""
+    if "choices" in ex:
+        choices = list(ex["choices"])
+        ans = ex["answer"]
+        letter = LETTERS[int(ans)] if not isinstance(ans, str) or ans.isdigit() else ans.strip().upper()
+    else:
+        choices = [ex[k] for k in LETTERS]
+        letter = str(ex["answer"]).strip().upper()
+    if len(choices) != 4 or letter not in LETTERS:
+        raise ValueError(f"MMLU row needs 4 choices and an answer in A-D, got {len(choices)}, {letter!r}")
+    return str(ex["question"]), [str(c) for c in choices], letter
+
+
+def _mmlu_instruction(ex: dict) -> str:
+    q, ch, _ = mmlu_fields(ex)
+    return (
+        f"Question: {q}\nA. {ch[0]}\nB. {ch[1]}\nC. {ch[2]}\nD. {ch[3]}\n"
+        "Answer with one letter.\nAnswer:"
+    )
+
+
+# ---------------------------------------------------------------- specbench
+def _specbench_prompt(ex: dict) -> str:
+    turns = ex["turns"]
+    if not turns:
+        raise ValueError(f"specbench row {ex.get('question_id')!r} has no turns")
+    return str(turns[0])
+
+
+# HumanEval stops of the Codex paper: a new top-level statement ends the function body.
+HUMANEVAL_STOP = ("\nclass ", "\ndef ", "\n#", "\nif __name__", "\nprint(")
+
+TASKS: dict[str, Task] = {
+    "gsm8k": Task(
+        name="gsm8k",
+        reward="gsm8k",
+        max_new_tokens=200,
+        stop=("\nQuestion:",),
+        hub_id="openai/gsm8k",
+        hub_config="main",
+        required=(("question",), ("answer",)),
+        instruction=lambda ex: f"Question: {ex['question']}\nAnswer (end with #### <number>):\n",
+        _reference=lambda ex: gsm8k_final_answer(ex["answer"]),
+        _target=lambda ex: ex["answer"],
+    ),
+    "cnndm": Task(
+        name="cnndm",
+        reward="rouge",
+        max_new_tokens=200,
+        stop=("\nArticle:",),
+        hub_id="abisee/cnn_dailymail",
+        hub_config="3.0.0",
+        required=(("article",), ("highlights",)),
+        instruction=lambda ex: (
+            f"Article: {ex['article']}\nSummarize the article in three sentences.\nSummary:\n"
+        ),
+        _reference=lambda ex: ex["highlights"],
+        _target=lambda ex: ex["highlights"],
+    ),
+    "xsum": Task(
+        name="xsum",
+        reward="rouge",
+        max_new_tokens=100,
+        stop=("\nDocument:",),
+        hub_id="EdinburghNLP/xsum",
+        hub_config=None,
+        required=(("document",), ("summary",)),
+        instruction=lambda ex: (
+            f"Document: {ex['document']}\nSummarize the document in one sentence.\nSummary:\n"
+        ),
+        _reference=lambda ex: ex["summary"],
+        _target=lambda ex: ex["summary"],
+    ),
+    "mbpp": Task(
+        name="mbpp",
+        reward="code",
+        max_new_tokens=160,
+        stop=("\nTask:",),
+        hub_id="google-research-datasets/mbpp",
+        hub_config="sanitized",
+        required=(("text", "prompt"), ("code",), ("test_list",)),
+        instruction=lambda ex: (
+            f"Task: {_mbpp_text(ex)}\nYour code should pass this test:\n{ex['test_list'][0]}\nCode:\n"
+        ),
+        _reference=_mbpp_reference,
+        _target=lambda ex: ex["code"],
+    ),
+    "humaneval": Task(
+        name="humaneval",
+        reward="code",
+        max_new_tokens=300,
+        stop=HUMANEVAL_STOP,
+        hub_id="openai/openai_humaneval",
+        hub_config=None,
+        required=(("task_id",), ("prompt",), ("canonical_solution",), ("test",), ("entry_point",)),
+        instruction=lambda ex: ex["prompt"],
+        _reference=lambda ex: {"test": ex["test"], "entry_point": ex["entry_point"], "prompt": ex["prompt"]},
+        _target=lambda ex: ex["canonical_solution"],
+    ),
+    "mmlu": Task(
+        name="mmlu",
+        reward="mmlu",
+        max_new_tokens=2,
+        stop=("\n",),
+        hub_id="cais/mmlu",
+        hub_config="all",
+        required=(("question",), ("answer",)),
+        instruction=_mmlu_instruction,
+        _reference=lambda ex: mmlu_fields(ex)[2],
+        _target=lambda ex: " " + mmlu_fields(ex)[2],
+    ),
+    "specbench": Task(
+        name="specbench",
+        reward=None,
+        max_new_tokens=128,
+        stop=(),
+        hub_id=None,
+        hub_config=None,
+        required=(("question_id",), ("category",), ("turns",)),
+        instruction=_specbench_prompt,
+        _reference=lambda ex: None,
+        _target=None,
+    ),
+}
+
+
+def get_task(name: str) -> Task:
+    """The registered task `name` (case-insensitive; 'cnn_dailymail' is an alias of 'cnndm')."""
+    key = re.sub(r"[^a-z0-9]", "", str(name).lower())
+    key = {"cnndailymail": "cnndm", "openaihumaneval": "humaneval"}.get(key, key)
+    if key not in TASKS:
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[key]
