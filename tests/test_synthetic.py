@@ -1,0 +1,99 @@
+"""Synthetic task generators: determinism, disjoint splits, schema, correctness of the gold answers."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from data import synthetic
+from data.synthetic import generate
+
+SCHEMA = {
+    "gsm8k": {"question": str, "answer": str},
+    "cnndm": {"article": str, "highlights": str},
+    "xsum": {"document": str, "summary": str},
+    "mbpp": {"text": str, "code": str, "test_list": list, "test_setup_code": str},
+}
+CANON = {"gsm8k": "question", "cnndm": "article", "xsum": "document"}
+
+
+@pytest.mark.parametrize("task", synthetic.TASKS)
+def test_same_seed_same_data_other_seed_other_data(task):
+    a = generate(task, "train", 50, seed=3)
+    assert a == generate(task, "train", 50, seed=3)
+    b = generate(task, "train", 50, seed=4)
+    assert sum(x != y for x, y in zip(a, b)) > 40
+
+
+@pytest.mark.parametrize("task", synthetic.TASKS)
+def test_splits_disjoint_across_seeds(task):
+    def key(r):
+        return r[CANON[task]] if task in CANON else r["text"] + "\n".join(r["test_list"])
+
+    train = {key(r) for s in (0, 1) for r in generate(task, "train", 2000, seed=s)}
+    test = [key(r) for s in (0, 7) for r in generate(task, "test", 300, seed=s)]
+    assert not train & set(test)
+    assert len(set(test)) > 0.9 * len(test)  # held-out problems are mostly distinct
+
+
+@pytest.mark.parametrize("task", synthetic.TASKS)
+def test_schema_fields(task):
+    for row in generate(task, "test", 30, seed=0):
+        assert set(row) == set(SCHEMA[task])
+        for k, t in SCHEMA[task].items():
+            assert isinstance(row[k], t), (k, row)
+            if t is str and k != "test_setup_code":
+                assert row[k].strip()
+
+
+def test_gsm8k_arithmetic_is_right():
+    rows = generate("gsm8k", "train", 500, seed=0) + generate("gsm8k", "test", 200, seed=1)
+    for row in rows:
+        lines = row["answer"].split("\n")
+        assert lines[-1].startswith("#### ")
+        final = int(lines[-1][5:])
+        last = None
+        for line in lines[:-1]:
+            eqs = re.findall(r"(\d+) ([-+*/]) (\d+) = \$?(\d+)", line)
+            assert eqs, line
+            for a, op, b, c in eqs:
+                assert eval(f"{a} {op} {b}") == int(c), line  # noqa: S307 (our own digits)
+                last = int(c)
+        assert last == final, row
+
+
+def test_gsm8k_difficulty_knobs():
+    easy = generate("gsm8k", "test", 100, seed=0, steps=(1, 1), max_operand=5)
+    hard = generate("gsm8k", "test", 100, seed=0, steps=(3, 3), max_operand=40)
+    assert all(r["answer"].count("\n") == 1 for r in easy)
+    assert sum(r["answer"].count("\n") for r in hard) > 2.5 * 100
+    with pytest.raises(ValueError, match="no generator knobs"):
+        generate("mbpp", "test", 1, seed=0, steps=(1, 1))
+
+
+def test_summaries_are_short_and_three_sentences():
+    for row in generate("cnndm", "test", 100, seed=0):
+        assert len(row["highlights"].split("\n")) == 3
+    for row in generate("xsum", "test", 100, seed=0):
+        assert row["summary"].count(".") == 1 and row["summary"].endswith(".")
+
+
+def test_mbpp_reference_code_passes_its_tests():
+    rows = generate("mbpp", "test", 60, seed=0)
+    prog = "\n\n".join(f"def _t{i}():\n" + "\n".join("    " + ln for ln in (
+        r["code"] + "\n" + "\n".join(r["test_list"])).split("\n")) + f"\n_t{i}()" for i, r in enumerate(rows))
+    out = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # and a broken solution fails its tests
+    bad = rows[0]["code"].replace("return", "return None and", 1)
+    out = subprocess.run([sys.executable, "-c", bad + "\n" + "\n".join(rows[0]["test_list"])],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+
+
+def test_bad_arguments_have_clear_errors():
+    with pytest.raises(ValueError, match="no synthetic generator"):
+        generate("humaneval", "train", 1, 0)
+    with pytest.raises(ValueError, match="split must be"):
+        generate("gsm8k", "validation", 1, 0)
