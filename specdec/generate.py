@@ -1,0 +1,255 @@
+"""The decoding loop: propose → score (one parallel target pass, plus the amateur's for contrastive rules) → build ν
+→ verify → roll caches back. γ = 0 is plain autoregressive decoding through the same loop (the baseline).
+
+Batching: rows keep their own lengths and acceptance counts; caches are shared with per-slot masks (see
+`specdec.models`). A finished row keeps riding along until the whole batch is done (its outputs are discarded),
+which costs compute but keeps every tensor rectangular and the loop short.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+from specdec.models import LM
+from specdec.proposers import Proposal, Proposer
+from specdec.targets import ExactRule, RoundScores, Rule, pair_features, total_variation
+from specdec.verify import verify
+
+# Per-output-token records (padded [B, T] or [B, T, ·]); NaN where a quantity does not exist (no proposal).
+TOKEN_KEYS = ("p_token", "q_token", "nu_token", "w", "tv_pq", "tv_nu_p")
+HIDDEN_KEYS = ("h_p", "h_q", "feats")
+
+
+@dataclass
+class GenerationOutput:
+    tokens: list[list[int]]  # new tokens per row (EOS included when generated)
+    finish_reason: list[str]  # "eos" | "length" | "context"
+    records: dict[str, torch.Tensor]  # per output token, padded to [B, T(, ·)], plus "token_mask"
+    rounds: dict[str, torch.Tensor]  # per round [R, B(, γ)]: active, drafted, accepted, accept_prob, expected_accept
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_drafted(self) -> int:
+        return int(self.rounds["drafted"].sum())
+
+    @property
+    def num_accepted(self) -> int:
+        return int(self.rounds["accepted"].sum())
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted drafts / drafted tokens."""
+        return self.num_accepted / max(self.num_drafted, 1)
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """Accepted drafts per round (bonus excluded), over rounds in which a row was active."""
+        active = self.rounds["active"]
+        return float(self.rounds["accepted"][active].float().mean()) if active.any() else 0.0
+
+
+def _check_inputs(prompts: list[list[int]], gamma: int, max_new_tokens: int, models: list[LM]) -> None:
+    if gamma < 0:
+        raise ValueError(f"gamma (draft length) must be >= 0, got {gamma}")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if not prompts:
+        raise ValueError("no prompts given")
+    widths = {m.name: m.vocab_size for m in models}
+    if len(set(widths.values())) > 1:
+        raise ValueError(f"models disagree on the vocabulary width {widths}: they cannot verify each other's tokens")
+    vocab = models[0].vocab_size
+    window = min(m.max_positions for m in models)
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty: every prompt needs at least one token (e.g. BOS)")
+        if len(p) + gamma + 1 > window:
+            raise ValueError(
+                f"prompt {i} has {len(p)} tokens, which with γ+1={gamma + 1} exceeds the context window of "
+                f"{window} positions; truncate the prompt or use a model with a longer context"
+            )
+        if min(p) < 0 or max(p) >= vocab:
+            raise ValueError(f"prompt {i} holds token ids outside [0, {vocab})")
+
+
+def generate(
+    target: LM,
+    proposer: Proposer | None,
+    prompts: list[list[int]],
+    *,
+    rule: Rule | None = None,
+    gamma: int = 4,
+    max_new_tokens: int = 128,
+    temperature: float = 1.0,
+    eos_token_id: int | list[int] | None = None,
+    amateur: LM | None = None,
+    generator: torch.Generator | None = None,
+    record_hidden: bool = False,
+    progress: bool = False,
+) -> GenerationOutput:
+    """Speculative decoding of a batch of token-id prompts. temperature 0 is greedy."""
+    rule = rule or ExactRule()
+    if gamma > 0 and proposer is None:
+        raise ValueError("gamma > 0 needs a proposer")
+    if rule.needs_bonus_q and proposer is None:
+        raise ValueError(f"{type(rule).__name__} mixes the proposal into ν and needs a proposer")
+    if rule.needs_amateur and amateur is None:
+        raise ValueError(f"{type(rule).__name__} needs the amateur model (amateur=...)")
+    models = [target] + ([amateur] if amateur is not None and rule.needs_amateur else [])
+    draft_lm = getattr(proposer, "lm", None)
+    _check_inputs(prompts, gamma, max_new_tokens, models + ([draft_lm] if draft_lm is not None else []))
+    use_amateur = rule.needs_amateur
+    use_proposer = proposer is not None and (gamma > 0 or rule.needs_bonus_q)
+    eos = set([eos_token_id] if isinstance(eos_token_id, int) else (eos_token_id or []))
+    greedy = temperature == 0
+    device = target.device
+    B, K = len(prompts), gamma + 1
+    window = min(m.max_positions for m in models + ([draft_lm] if draft_lm is not None else []))
+
+    start = time.perf_counter()
+    t0 = {"target": target.seconds, "proposer": proposer.seconds if proposer else 0.0,
+          "amateur": amateur.seconds if use_amateur else 0.0}
+    calls0 = {"target": target.calls, "proposer": proposer.calls if proposer else 0}
+    target.prefill([p[:-1] for p in prompts])
+    if use_amateur:
+        amateur.prefill([p[:-1] for p in prompts])
+    if use_proposer:
+        proposer.start(prompts)
+    last = torch.tensor([p[-1] for p in prompts], dtype=torch.long, device=device)
+
+    out: list[list[int]] = [[] for _ in range(B)]
+    finish: list[str | None] = [None] * B
+    pieces: list[list[tuple[int, int]]] = [[] for _ in range(B)]  # (round, tokens kept) per row
+    round_recs: list[dict[str, torch.Tensor]] = []
+    rounds: dict[str, list[torch.Tensor]] = {k: [] for k in
+                                            ("active", "drafted", "accepted", "accept_prob", "expected_accept")}
+    verify_seconds = 0.0
+    bar = tqdm(total=B * max_new_tokens, desc="decode", unit="tok", disable=not progress, leave=False)
+    rows = torch.arange(B, device=device)
+
+    while any(f is None for f in finish):
+        active = torch.tensor([f is None for f in finish], device=device)
+        if use_proposer:
+            prop = proposer.propose(gamma, temperature=temperature, generator=generator,
+                                    with_bonus=rule.needs_bonus_q)
+        else:
+            prop = Proposal(torch.zeros(B, 0, dtype=torch.long, device=device), torch.zeros(B, 0, 1), None)
+        drafts = prop.tokens.to(device)
+        q = prop.probs.to(device) if use_proposer else None
+        logprobs, h_p = target.feed(torch.cat([last.unsqueeze(1), drafts], 1))
+        amateur_lp = amateur.feed(torch.cat([last.unsqueeze(1), drafts], 1))[0] if use_amateur else None
+        scores = RoundScores(logprobs, temperature, q, amateur_lp, h_p, prop.hidden)
+        nu, w = rule(scores)
+
+        t = time.perf_counter()
+        draft_probs = q[:, :gamma] if q is not None else nu.new_zeros(B, 0, nu.shape[-1])
+        res = verify(drafts, draft_probs, nu, greedy=greedy, generator=generator)
+        verify_seconds += time.perf_counter() - t
+        n = res.num_accepted
+        emitted = res.tokens[rows, n]
+        target.rollback(gamma - n)
+        if use_amateur:
+            amateur.rollback(gamma - n)
+        if use_proposer:
+            proposer.commit(n, emitted)
+        last = emitted
+
+        # Per-position records of this round, for the token emitted at each position.
+        base = rule.base(scores)
+        tok = res.tokens.clamp(min=0).unsqueeze(-1)
+        nu_norm = nu / nu.sum(-1, keepdim=True)  # the lenient rule's ν is unnormalised
+        nan = torch.full((B, K), float("nan"), device=device)
+        rec = {
+            "p_token": base.gather(-1, tok).squeeze(-1),
+            "nu_token": nu_norm.gather(-1, tok).squeeze(-1),
+            "w": w.float() if w is not None else torch.ones(B, K, device=device),
+            "tv_nu_p": total_variation(nu_norm, base),
+            "q_token": nan.clone(),
+            "tv_pq": nan.clone(),
+        }
+        if q is not None:
+            kq = q.shape[1]
+            rec["q_token"][:, :kq] = q.gather(-1, tok[:, :kq]).squeeze(-1)
+            rec["tv_pq"][:, :kq] = total_variation(base[:, :kq], q)
+        if record_hidden:
+            rec["h_p"] = h_p.float()
+            if prop.hidden is not None and q is not None and q.shape[1] == K:
+                rec["h_q"] = prop.hidden.float()
+                rec["feats"] = pair_features(base, q)
+        round_recs.append(rec)
+
+        r = len(round_recs) - 1
+        rounds["active"].append(active)
+        rounds["drafted"].append(active.long() * gamma)
+        rounds["accepted"].append(torch.where(active, n, 0))
+        rounds["accept_prob"].append(res.accept_prob.float())
+        rounds["expected_accept"].append(
+            torch.minimum(draft_probs, nu[:, :gamma]).sum(-1).float() if gamma else nu.new_zeros(B, 0)
+        )
+
+        emitted_rows = res.tokens.tolist()
+        added = 0
+        for b in range(B):
+            if finish[b] is not None:
+                continue
+            new = emitted_rows[b][: int(n[b]) + 1]
+            for i, x in enumerate(new):
+                if x in eos:
+                    new, finish[b] = new[: i + 1], "eos"
+                    break
+            room = max_new_tokens - len(out[b])
+            if len(new) >= room:
+                new = new[:room]
+                finish[b] = finish[b] or "length"
+            out[b].extend(new)
+            pieces[b].append((r, len(new)))
+            added += len(new)
+            if finish[b] is None and len(prompts[b]) + len(out[b]) + K > window:
+                finish[b] = "context"
+        bar.update(added)
+    bar.close()
+
+    records = _assemble(round_recs, pieces, B, device)
+    stats = {
+        "seconds": time.perf_counter() - start,
+        "rounds": len(round_recs),
+        "time_target": target.seconds - t0["target"],
+        "time_proposer": (proposer.seconds - t0["proposer"]) if proposer else 0.0,
+        "time_amateur": (amateur.seconds - t0["amateur"]) if use_amateur else 0.0,
+        "time_verify": verify_seconds,
+        "target_calls": target.calls - calls0["target"],
+        "proposer_calls": (proposer.calls - calls0["proposer"]) if proposer else 0,
+        "new_tokens": sum(len(o) for o in out),
+    }
+    return GenerationOutput(
+        tokens=out,
+        finish_reason=[f or "length" for f in finish],
+        records=records,
+        rounds={k: torch.stack(v) if v else torch.zeros(0, B) for k, v in rounds.items()},
+        stats=stats,
+    )
+
+
+def _assemble(round_recs: list[dict], pieces: list[list[tuple[int, int]]], B: int, device) -> dict[str, torch.Tensor]:
+    """Concatenate each row's kept positions over rounds and pad to [B, T(, ·)]."""
+    T = max((sum(m for _, m in p) for p in pieces), default=0)
+    records: dict[str, torch.Tensor] = {"token_mask": torch.zeros(B, T, dtype=torch.bool, device=device)}
+    if not round_recs:
+        return records
+    keys = [k for k in round_recs[0] if all(k in rr for rr in round_recs)]
+    for k in keys:
+        tail = round_recs[0][k].shape[2:]
+        buf = torch.full((B, T, *tail), float("nan"), device=device)
+        for b in range(B):
+            chunks = [round_recs[r][k][b, :m] for r, m in pieces[b] if m]
+            if chunks:
+                row = torch.cat(chunks)
+                buf[b, : row.shape[0]] = row
+        records[k] = buf
+    for b in range(B):
+        records["token_mask"][b, : sum(m for _, m in pieces[b])] = True
+    return records

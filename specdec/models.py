@@ -1,0 +1,189 @@
+"""A Hugging Face causal LM plus its own KV cache, fed in ragged batched chunks.
+
+Batching choice: all rows share one `DynamicCache`, and every cache slot has a 0/1 entry in a 2D attention mask.
+Rows that accept different numbers of drafts simply turn their rejected slots into *holes* (mask 0), and each row
+gets its true `position_ids`, so attention sees exactly that row's tokens at their real positions (measured exact
+in float64; see shared NOTES). This keeps one forward per round for the whole batch with no per-row re-feeding or
+cache surgery. Trailing slots that are holes in every row are cropped, so batch size 1 never carries a hole.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+class TokenizerMismatchError(ValueError):
+    """Draft, target (or amateur) do not share a tokenizer, so their token ids cannot be compared."""
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """"auto" → cuda when present, else cpu."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)}")
+    return DTYPES[dtype]
+
+
+def _hub_hint(name: str, err: Exception) -> OSError:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    why = "the Hugging Face hub is switched off (HF_HUB_OFFLINE=1)" if offline else "the Hugging Face hub is unreachable"
+    return OSError(
+        f"could not load {name!r}: it is not a local directory and {why} ({type(err).__name__}: {err}). "
+        f"Download the model elsewhere and pass its local directory instead (e.g. model.target=/path/to/model), "
+        f"or use the embedded default (model=tiny)."
+    )
+
+
+def load_model(
+    name_or_path: str | Path, *, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+) -> tuple[PreTrainedModel, object]:
+    """Load a causal LM and its tokenizer from a local directory or a hub id, in eval mode, with sdpa attention."""
+    name = str(name_or_path)
+    local = Path(name).expanduser()
+    if local.exists() and not (local / "config.json").exists():
+        raise FileNotFoundError(f"{local} exists but holds no config.json: not a Hugging Face model directory")
+    src = str(local) if local.exists() else name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src)
+        model = AutoModelForCausalLM.from_pretrained(
+            src, dtype=resolve_dtype(dtype), attn_implementation="sdpa"
+        )
+    except OSError as err:
+        if local.exists():
+            raise
+        raise _hub_hint(name, err) from err
+    model.to(resolve_device(device)).eval()
+    model.requires_grad_(False)
+    return model, tokenizer
+
+
+def _special_ids(tok) -> dict:
+    return {k: getattr(tok, f"{k}_token_id", None) for k in ("eos", "bos", "pad")}
+
+
+def check_tokenizers_match(tokenizers: dict[str, object]) -> None:
+    """Raise TokenizerMismatchError naming what differs (size, ids of tokens, special tokens) between tokenizers."""
+    names = list(tokenizers)
+    ref_name, ref = names[0], tokenizers[names[0]]
+    ref_vocab = ref.get_vocab()
+    for name in names[1:]:
+        tok = tokenizers[name]
+        problems = []
+        if len(tok) != len(ref):
+            problems.append(f"vocabulary size {len(ref)} ({ref_name}) vs {len(tok)} ({name})")
+        vocab = tok.get_vocab()
+        if vocab != ref_vocab:
+            diff = [t for t in ref_vocab if vocab.get(t) != ref_vocab[t]][:3]
+            shown = ", ".join(f"{t!r}: {ref_vocab[t]} vs {vocab.get(t)}" for t in diff)
+            problems.append(f"token ids differ ({shown}{', ...' if diff else ''})")
+        if _special_ids(tok) != _special_ids(ref):
+            problems.append(f"special token ids {_special_ids(ref)} ({ref_name}) vs {_special_ids(tok)} ({name})")
+        if problems:
+            raise TokenizerMismatchError(
+                f"{ref_name} and {name} do not share a tokenizer: " + "; ".join(problems)
+                + ". Speculative decoding compares token ids, so both models must use the same tokenizer."
+            )
+
+
+class LM:
+    """One causal LM with its own cache: `reset`, `feed` ragged chunks, `rollback` rejected tokens."""
+
+    def __init__(self, model: PreTrainedModel, name: str = "model"):
+        self.model = model
+        self.name = name
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.vocab_size = model.get_output_embeddings().weight.shape[0]
+        self.hidden_size = model.config.hidden_size
+        self.max_positions = getattr(model.config, "max_position_embeddings", None) or 1 << 30
+        self.calls = 0
+        self.seconds = 0.0
+        self.reset(1)
+
+    def reset(self, batch_size: int) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.mask = torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)
+        self.next_pos = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+
+    @property
+    def seq_len(self) -> int:
+        return self.mask.shape[1]
+
+    @torch.no_grad()  # not inference_mode: hidden states are re-used as inputs to the trainable head
+    def feed(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append tokens [B, k] (entries with valid=False are holes: padding or ignored slots).
+
+        Returns next-token log-probs [B, k, V] (float32) and last-layer hidden states [B, k, H] at every fed slot.
+        """
+        tokens = tokens.to(self.device)
+        valid = torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid.to(self.device)
+        vlong = valid.long()
+        mask = torch.cat([self.mask, vlong], dim=1)
+        # Each row's true positions; holes get the position of the previous real token (they are never attended).
+        positions = (self.next_pos.unsqueeze(1) + vlong.cumsum(1) - 1).clamp(min=0)
+        start = time.perf_counter()
+        out = self.model(
+            input_ids=tokens.clamp(min=0),
+            attention_mask=mask,
+            position_ids=positions,
+            cache=self.cache,
+            use_cache=True,
+            output_hidden_states=True,
+        )
+        logprobs = torch.log_softmax(out.logits[..., : self.vocab_size].float(), dim=-1)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        self.mask = mask
+        self.next_pos = self.next_pos + vlong.sum(1)
+        return logprobs, out.hidden_states[-1]
+
+    def rollback(self, n: torch.Tensor) -> None:
+        """Turn the last n[b] fed slots of row b into holes (rejected drafts), then crop all-hole tail columns."""
+        n = n.to(self.device)
+        if int(n.max()) == 0:
+            return
+        S = self.seq_len
+        slot = torch.arange(S, device=self.device).unsqueeze(0)
+        self.mask = self.mask.masked_fill(slot >= (S - n).unsqueeze(1), 0)
+        self.next_pos = self.next_pos - n
+        alive = self.mask.any(0).nonzero()
+        keep = int(alive.max()) + 1 if alive.numel() else 0
+        if keep < S:
+            self.cache.crop(keep - S)  # negative: remove S-keep slots (transformers 5 semantics)
+            self.mask = self.mask[:, :keep]
+
+    def prefill(self, sequences: list[list[int]]) -> None:
+        """Reset and feed left-padded sequences (may be empty lists)."""
+        self.reset(len(sequences))
+        tokens, valid = pad_left(sequences, self.device)
+        if tokens.shape[1]:
+            self.feed(tokens, valid)
+
+
+def pad_left(sequences: list[list[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad ragged token lists to [B, L] with a validity mask."""
+    width = max((len(s) for s in sequences), default=0)
+    tokens = torch.zeros(len(sequences), width, dtype=torch.long)
+    valid = torch.zeros(len(sequences), width, dtype=torch.bool)
+    for i, s in enumerate(sequences):
+        if s:
+            tokens[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            valid[i, width - len(s):] = True
+    return tokens.to(device), valid.to(device)

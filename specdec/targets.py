@@ -1,0 +1,259 @@
+"""Verification targets: the distribution ν that drafts are verified against.
+
+Pure functions build ν from distributions (`exact_target`, `ensemble_target`, `lossy_target`, `cascade_weight`,
+`contrastive_target`); *rules* wrap them for the decoding loop, which calls `rule(scores)` once per round with the
+model outputs at the γ+1 positions and gets back (ν [B, γ+1, V], w [B, γ+1] or None). Every method of the project
+is a rule plus a proposer; `specdec.verify.verify` is the same for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+# ----------------------------------------------------------------------------------------------- pure functions
+
+
+def softmax_with_temperature(logprobs: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Probabilities at a sampling temperature; temperature 0 (greedy) uses the untempered distribution, whose
+    argmax is the greedy choice and which relaxed targets mix."""
+    if temperature and temperature != 1.0:
+        return torch.softmax(logprobs / temperature, dim=-1)
+    return logprobs.exp()
+
+
+def exact_target(p: torch.Tensor) -> torch.Tensor:
+    """ν = p: standard (lossless) speculative decoding."""
+    return p
+
+
+def ensemble_target(p: torch.Tensor, q: torch.Tensor, w: torch.Tensor | float) -> torch.Tensor:
+    """ν = w·p + (1−w)·q, with w a scalar (static ensemble) or a tensor broadcast over the vocabulary ([..] → [.., 1])."""
+    if isinstance(w, torch.Tensor):
+        w = w.to(p.dtype).unsqueeze(-1)
+    return w * p + (1.0 - w) * q
+
+
+def lossy_target(p: torch.Tensor, lenience: float) -> torch.Tensor:
+    """Leviathan et al. (2023, §A.5) lenience: accept x̃ with min(1, p/(l·q)) and on rejection sample norm(max(0, p − l·q)).
+
+    Written as ν = p/l (unnormalised, for l ∈ (0, 1]): `verify` applies min(1, ν/q) and norm(max(0, ν − q)), which is
+    exactly that rule. l = 1 is standard SD. The output is *not* p-distributed; `verify.output_distribution` gives it.
+    """
+    if not 0.0 < lenience <= 1.0:
+        raise ValueError(f"lenience must be in (0, 1], got {lenience}")
+    return p / lenience
+
+
+def cascade_weight(p: torch.Tensor, q: torch.Tensor, threshold: float) -> torch.Tensor:
+    """SpecCascade's token-level deferral (Narasimhan et al. 2024, the "Diff" rule): defer to the target iff
+    max p − max q > threshold. Returns w ∈ {0, 1} per position, so ν = ensemble_target(p, q, w) is q where the draft is
+    confident enough and p where it defers. threshold = −1 always defers (standard SD), threshold ≥ 1 never does."""
+    return (p.amax(-1) - q.amax(-1) > threshold).to(p.dtype)
+
+
+# The amateur's log-prob is floored before it enters π_CD: where the amateur gives a token probability 0,
+# p_amateur^(−α) would be infinite and π_CD undefined. −100 nats is far below anything a softmax produces in float32.
+AMATEUR_LOGPROB_FLOOR = -100.0
+
+
+def contrastive_logits(
+    expert_logprobs: torch.Tensor, amateur_logprobs: torch.Tensor, alpha: float, beta: float = 0.0
+) -> torch.Tensor:
+    """Combined CD logits (1+α)·log p_e − α·log p_a, −inf outside the plausibility mask {x: p_e(x) ≥ β·max p_e}
+    and wherever the expert gives probability 0."""
+    amateur = amateur_logprobs.clamp(min=AMATEUR_LOGPROB_FLOOR)
+    combined = (1.0 + alpha) * expert_logprobs - alpha * amateur
+    neg_inf = torch.full_like(combined, float("-inf"))
+    combined = torch.where(torch.isneginf(expert_logprobs), neg_inf, combined)
+    if beta > 0.0:
+        # In log space: log p_e(x) ≥ log β + max log p_e.
+        cutoff = expert_logprobs.amax(-1, keepdim=True) + torch.log(torch.tensor(beta, dtype=expert_logprobs.dtype))
+        combined = torch.where(expert_logprobs >= cutoff, combined, neg_inf)
+    return combined
+
+
+def contrastive_target(
+    expert_logprobs: torch.Tensor,
+    amateur_logprobs: torch.Tensor,
+    alpha: float,
+    beta: float = 0.0,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """π_CD ∝ p_e^(1+α)·p_a^(−α), restricted to the β-plausible set and renormalised, computed in log space.
+
+    The temperature divides the *combined* logits (so T = 1 is π_CD itself and α = 0 is the expert at temperature T);
+    temperature 0 returns the T = 1 distribution, whose argmax over the mask is greedy CD.
+    """
+    logits = contrastive_logits(expert_logprobs, amateur_logprobs, alpha, beta)
+    if temperature and temperature != 1.0:
+        logits = logits / temperature
+    return torch.softmax(logits, dim=-1)
+
+
+def total_variation(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return 0.5 * (a - b).abs().sum(-1)
+
+
+def entropy(p: torch.Tensor) -> torch.Tensor:
+    return -(p * torch.log(p.clamp_min(1e-12))).sum(-1)
+
+
+PAIR_FEATURES = ("tv_pq", "entropy_p", "entropy_q", "max_p", "max_q")
+
+
+def pair_features(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Cheap per-position features for the ensemble head, [.., len(PAIR_FEATURES)]."""
+    return torch.stack([total_variation(p, q), entropy(p), entropy(q), p.amax(-1), q.amax(-1)], dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------------- rules
+
+
+@dataclass
+class RoundScores:
+    """Model outputs at the γ+1 positions of one round (position γ is the bonus position)."""
+
+    target_logprobs: torch.Tensor  # [B, γ+1, V] log-softmax of the target (temperature 1)
+    temperature: float
+    q: torch.Tensor | None = None  # [B, γ or γ+1, V] proposal probabilities (γ+1 when the rule asked for the bonus)
+    amateur_logprobs: torch.Tensor | None = None  # [B, γ+1, V]
+    h_p: torch.Tensor | None = None  # [B, γ+1, Hp] target last-layer hidden states
+    h_q: torch.Tensor | None = None  # [B, γ or γ+1, Hq] proposer hidden states
+
+    _p: torch.Tensor | None = None
+
+    @property
+    def p(self) -> torch.Tensor:
+        """Target probabilities at the sampling temperature."""
+        if self._p is None:
+            self._p = softmax_with_temperature(self.target_logprobs, self.temperature)
+        return self._p
+
+
+class Rule:
+    """Builds ν for a round. `needs_bonus_q`: the proposer must also return q at the bonus position (ν mixes q
+    there). `needs_amateur`: the loop must run the amateur's parallel pass."""
+
+    needs_bonus_q: bool = False
+    needs_amateur: bool = False
+
+    def base(self, scores: RoundScores) -> torch.Tensor:
+        """The distribution the rule relaxes towards the proposal (p, or π_CD for contrastive rules)."""
+        return scores.p
+
+    def __call__(self, scores: RoundScores) -> tuple[torch.Tensor, torch.Tensor | None]:
+        raise NotImplementedError
+
+
+def _q_full(scores: RoundScores) -> torch.Tensor:
+    if scores.q is None or scores.q.shape[1] != scores.target_logprobs.shape[1]:
+        raise ValueError("this rule mixes the proposal into ν, so it needs q at all γ+1 positions (with_bonus=True)")
+    return scores.q
+
+
+class ExactRule(Rule):
+    def __call__(self, scores: RoundScores):
+        return exact_target(scores.p), None
+
+
+class StaticEnsembleRule(Rule):
+    def __init__(self, w: float):
+        if not 0.0 <= w <= 1.0:
+            raise ValueError(f"static ensemble weight must be in [0, 1], got {w}")
+        self.w = float(w)
+        self.needs_bonus_q = self.w < 1.0
+
+    def __call__(self, scores: RoundScores):
+        p = scores.p
+        if self.w == 1.0:
+            return p, torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+        w = torch.full(p.shape[:2], self.w, dtype=p.dtype, device=p.device)
+        return ensemble_target(p, _q_full(scores), w), w
+
+
+class LossyRule(Rule):
+    def __init__(self, lenience: float):
+        lossy_target(torch.ones(1), lenience)  # validates
+        self.lenience = float(lenience)
+
+    def __call__(self, scores: RoundScores):
+        nu = lossy_target(scores.p, self.lenience)
+        nu[:, -1] = scores.p[:, -1]  # the bonus token is drawn from p itself
+        return nu, None
+
+
+class CascadeRule(Rule):
+    needs_bonus_q = True
+
+    def __init__(self, threshold: float):
+        self.threshold = float(threshold)
+
+    def __call__(self, scores: RoundScores):
+        p, q = scores.p, _q_full(scores)
+        w = cascade_weight(p, q, self.threshold)
+        return ensemble_target(p, q, w), w
+
+
+class ContrastiveRule(Rule):
+    """ν = π_CD(expert = target, amateur): the loop runs the amateur over the same γ+1 positions."""
+
+    needs_amateur = True
+
+    def __init__(self, alpha: float, beta: float = 0.0):
+        if alpha < 0:
+            raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"beta must be in [0, 1], got {beta}")
+        self.alpha, self.beta = float(alpha), float(beta)
+
+    def base(self, scores: RoundScores) -> torch.Tensor:
+        if scores.amateur_logprobs is None:
+            raise ValueError("ContrastiveRule needs the amateur's log-probs (pass amateur=... to generate)")
+        return contrastive_target(
+            scores.target_logprobs, scores.amateur_logprobs, self.alpha, self.beta, scores.temperature
+        )
+
+    def __call__(self, scores: RoundScores):
+        return self.base(scores), None
+
+
+class HeadEnsembleRule(Rule):
+    """Dynamic ensemble (DIVERSED): ν_t = w_t·b_t + (1−w_t)·q_t with w_t = head(h^q_t, h^p_t, features(b_t, q_t)),
+    where b is p (default) or another rule's base distribution (e.g. ContrastiveRule: the head over π_CD)."""
+
+    needs_bonus_q = True
+
+    def __init__(self, head: Callable[..., torch.Tensor], base: Rule | None = None):
+        self.head = head
+        self.base_rule = base
+        self.needs_amateur = bool(base is not None and base.needs_amateur)
+
+    def base(self, scores: RoundScores) -> torch.Tensor:
+        return scores.p if self.base_rule is None else self.base_rule.base(scores)
+
+    def __call__(self, scores: RoundScores):
+        b, q = self.base(scores), _q_full(scores)
+        if scores.h_q is None or scores.h_p is None:
+            raise ValueError("the ensemble head needs hidden states from both the proposer and the target; "
+                             "the n-gram proposer has none")
+        with torch.no_grad():
+            w = self.head(scores.h_q, scores.h_p, pair_features(b, q)).to(b.dtype)
+        return ensemble_target(b, q, w), w
+
+
+def make_rule(name: str, **kw) -> Rule:
+    """Rule by name, for configs: exact | static(w) | lossy(lenience) | cascade(threshold) | contrastive(alpha, beta)."""
+    rules: dict[str, Callable[..., Rule]] = {
+        "exact": ExactRule,
+        "static": StaticEnsembleRule,
+        "lossy": LossyRule,
+        "cascade": CascadeRule,
+        "contrastive": ContrastiveRule,
+        "head": HeadEnsembleRule,
+    }
+    if name not in rules:
+        raise ValueError(f"unknown target rule {name!r}; known: {sorted(rules)}")
+    return rules[name](**kw)

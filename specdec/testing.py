@@ -1,0 +1,33 @@
+"""Randomly initialised Llama models for engine tests and benchmarks (no tokenizer, no download)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from specdec.models import LM
+
+
+def random_llama(
+    vocab_size: int = 64, hidden: int = 32, layers: int = 2, heads: int = 4, intermediate: int | None = None,
+    seed: int = 0, dtype: torch.dtype = torch.float32, max_positions: int = 512, device: str = "cpu",
+    init_std: float = 0.02,
+) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate or 2 * hidden,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        max_position_embeddings=max_positions, attn_implementation="sdpa", tie_word_embeddings=False,
+        initializer_range=init_std, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    model = LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+    model.requires_grad_(False)
+    return model
+
+
+def random_pair(vocab_size: int = 64, dtype: torch.dtype = torch.float32, seed: int = 0, init_std: float = 0.02,
+                **kw) -> tuple[LM, LM]:
+    """(target, draft) LMs of the same vocabulary; the target is the larger one."""
+    target = random_llama(vocab_size, hidden=48, layers=2, seed=seed, dtype=dtype, init_std=init_std, **kw)
+    draft = random_llama(vocab_size, hidden=16, layers=1, heads=2, seed=seed + 1, dtype=dtype, init_std=init_std, **kw)
+    return LM(target, "target"), LM(draft, "draft")
