@@ -1,0 +1,165 @@
+"""Export / load of a trained ensemble head: a directory with `head.safetensors` + `config.json`.
+
+config.json holds the format version, the architecture (HeadConfig), the two hidden widths, the model pair's
+names, the tokenizer hash, the verification target (ensemble or contrastive), the training config, the git
+revision and the sha256 of the weights file. No pickle anywhere: weights are safetensors, metadata is JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from heads.head import EnsembleHead, HeadConfig
+
+FORMAT_NAME = "specdec-ensemble-head"
+FORMAT_VERSION = 1
+WEIGHTS = "head.safetensors"
+CONFIG = "config.json"
+
+
+class HeadFormatError(ValueError):
+    """An exported head is missing, corrupt, or does not fit the models it is used with."""
+
+
+def tokenizer_hash(tokenizer: Any) -> str:
+    """A stable hash of a tokenizer's vocabulary and special tokens (what the head's hidden states depend on)."""
+    vocab = sorted(tokenizer.get_vocab().items())
+    special = {k: getattr(tokenizer, k, None) for k in ("bos_token", "eos_token", "pad_token", "unk_token")}
+    blob = json.dumps({"vocab": vocab, "special": special}, sort_keys=True, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def git_revision(repo: str | Path | None = None) -> str:
+    """The git commit of the code (with '-dirty' if the tree has changes), or 'unknown' outside a checkout."""
+    cwd = str(repo or Path(__file__).resolve().parents[1])
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        if rev.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd, capture_output=True, text=True, timeout=10,
+        )
+        return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = None) -> Path:
+    """Write head.safetensors + config.json into out_dir (atomically: a temp dir renamed into place).
+
+    meta: free-form JSON-serialisable facts to record, e.g. models={target, draft}, tokenizer_hash,
+    target={kind, alpha, beta}, training={...}, metrics={...}. git_revision is added when absent.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    meta = dict(meta or {})
+    meta.setdefault("git_revision", git_revision())
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in head.state_dict().items()}
+    save_file(state, str(tmp / WEIGHTS), metadata={"format": FORMAT_NAME, "format_version": str(FORMAT_VERSION)})
+    config = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "arch": head.cfg.to_dict(),
+        "hidden_q": head.cfg.hidden_q,
+        "hidden_p": head.cfg.hidden_p,
+        "num_features": head.cfg.num_features,
+        "weights_sha256": _sha256(tmp / WEIGHTS),
+        **meta,
+    }
+    (tmp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
+    if out_dir.exists():  # replace an older export only once the new one is complete
+        old = out_dir.with_name(out_dir.name + ".old")
+        os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        for f in old.iterdir():
+            f.unlink()
+        old.rmdir()
+    else:
+        os.replace(tmp, out_dir)
+    return out_dir
+
+
+def read_head_config(path: str | Path) -> dict:
+    """config.json of an exported head, validated for format and version."""
+    path = Path(path)
+    cfg_file = path / CONFIG
+    if not path.is_dir():
+        raise HeadFormatError(f"no exported head at {path}: expected a directory with {WEIGHTS} and {CONFIG}")
+    if not cfg_file.is_file() or not (path / WEIGHTS).is_file():
+        raise HeadFormatError(f"{path} is not a complete head export: needs {WEIGHTS} and {CONFIG}")
+    try:
+        config = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HeadFormatError(f"{cfg_file} is corrupt (not valid JSON: {e}); re-export the head") from e
+    if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
+        raise HeadFormatError(f"{cfg_file} is not a {FORMAT_NAME} config (format={config.get('format')!r})")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise HeadFormatError(
+            f"{path}: head format version {config.get('format_version')} is not supported by this code "
+            f"(version {FORMAT_VERSION}); re-export it with this version"
+        )
+    return config
+
+
+def load_head(
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    expect: dict | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[EnsembleHead, dict]:
+    """Load an exported head; returns (head in eval mode, config dict).
+
+    expect: facts about the models it will be used with, checked against the export, e.g.
+    {"hidden_q": 128, "hidden_p": 256, "tokenizer_hash": "...", "num_features": 5}. Any mismatch raises
+    HeadFormatError naming the field, both values and what to do.
+    """
+    path = Path(path)
+    config = read_head_config(path)
+    weights = path / WEIGHTS
+    digest = _sha256(weights)
+    if digest != config.get("weights_sha256"):
+        raise HeadFormatError(
+            f"{weights} is corrupt: sha256 {digest[:12]}.. does not match the {config.get('weights_sha256', '')[:12]}.. "
+            f"recorded in {CONFIG}; re-export the head"
+        )
+    for key, want in (expect or {}).items():
+        have = config.get(key)
+        if have != want:
+            raise HeadFormatError(
+                f"head at {path} does not fit these models: {key} is {have!r} in the export but {want!r} here "
+                f"(the head was trained for models {config.get('models')}); train or pick a head for this model pair"
+            )
+    try:
+        hcfg = HeadConfig.from_dict(config["arch"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise HeadFormatError(f"{path / CONFIG}: bad 'arch' entry ({e})") from e
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as e:
+        raise HeadFormatError(f"{weights} is not a readable safetensors file ({e}); re-export the head") from e
+    head = EnsembleHead(hcfg)
+    try:
+        head.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise HeadFormatError(f"{weights} does not match its architecture in {CONFIG}: {e}") from e
+    return head.to(device=device, dtype=dtype).eval(), config

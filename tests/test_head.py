@@ -1,0 +1,137 @@
+"""The ensemble head: init, gradients (finite differences, float64), export/load validation."""
+
+import json
+
+import pytest
+import torch
+
+from heads import EnsembleHead, HeadConfig, HeadFormatError, export_head, load_head, tokenizer_hash
+from train.reinforce import expected_accept, log_nu
+
+
+def _random_head(arch: str, dtype=torch.float64, seed: int = 0) -> EnsembleHead:
+    torch.manual_seed(seed)
+    head = EnsembleHead(HeadConfig(hidden_q=6, hidden_p=10, num_features=5, arch=arch, mlp_hidden=7)).to(dtype)
+    with torch.no_grad():  # the init zeroes the last layer; randomise so every parameter has a gradient
+        for p in head.parameters():
+            p.copy_(0.5 * torch.randn_like(p))
+    return head
+
+
+def _inputs(n=3, t=4, dtype=torch.float64, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    h_q = torch.randn(n, t, 6, generator=g, dtype=dtype)
+    h_p = torch.randn(n, t, 10, generator=g, dtype=dtype)
+    feats = torch.rand(n, t, 5, generator=g, dtype=dtype)
+    p_tok = torch.rand(n, t, generator=g, dtype=dtype) * 0.9 + 0.05
+    q_tok = torch.rand(n, t, generator=g, dtype=dtype) * 0.9 + 0.05
+    tv = torch.rand(n, t, generator=g, dtype=dtype)
+    adv = torch.randn(n, t, generator=g, dtype=dtype)
+    return h_q, h_p, feats, p_tok, q_tok, tv, adv
+
+
+@pytest.mark.parametrize("init_w", [1.0, 0.95, 0.3])
+def test_init_gives_constant_w(init_w):
+    head = EnsembleHead(HeadConfig(hidden_q=6, hidden_p=10, num_features=5, arch="mlp", init_w=init_w))
+    h_q, h_p, feats, *_ = _inputs(dtype=torch.float32)
+    w = head(h_q, h_p, feats)
+    assert w.shape == (3, 4)
+    assert torch.allclose(w, torch.full_like(w, min(init_w, 1 - 1e-4)), atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["linear", "mlp"])
+def test_gradient_through_log_nu_and_lambda_term_matches_finite_differences(arch):
+    """d/dθ [Σ_t A_t log ν_t(x_t) + λ Σ_t (1 − w_t tv_t)] from autograd equals central finite differences."""
+    head = _random_head(arch)
+    h_q, h_p, feats, p_tok, q_tok, tv, adv = _inputs()
+    lam = 0.7
+    params = list(head.parameters())
+
+    def objective() -> torch.Tensor:
+        w = head(h_q, h_p, feats)
+        return (adv * log_nu(w, p_tok, q_tok)).sum() + lam * expected_accept(w, tv).sum()
+
+    grads = torch.autograd.grad(objective(), params)
+    eps = 1e-6
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            flat, gflat = p.view(-1), g.reshape(-1)
+            for i in range(flat.numel()):
+                old = flat[i].item()
+                flat[i] = old + eps
+                up = objective().item()
+                flat[i] = old - eps
+                down = objective().item()
+                flat[i] = old
+                fd = (up - down) / (2 * eps)
+                assert abs(fd - gflat[i].item()) <= 1e-6 * max(1.0, abs(fd)), (p.shape, i, fd, gflat[i].item())
+
+
+def test_lambda_term_gradient_sign():
+    """The λ term pushes w down exactly where TV(p, q) > 0: d/dw (1 − w tv) = −tv."""
+    w = torch.full((2, 3), 0.5, dtype=torch.float64, requires_grad=True)
+    tv = torch.tensor([[0.0, 0.2, 0.9], [0.5, 0.0, 1.0]], dtype=torch.float64)
+    (g,) = torch.autograd.grad(expected_accept(w, tv).sum(), w)
+    assert torch.equal(g, -tv)
+
+
+def test_wrong_width_is_a_clear_error():
+    head = _random_head("linear", dtype=torch.float32)
+    h_q, h_p, feats, *_ = _inputs(dtype=torch.float32)
+    with pytest.raises(ValueError, match="hidden widths"):
+        head(h_p, h_q, feats)
+
+
+class _Tok:
+    def __init__(self, vocab):
+        self.vocab = vocab
+        self.eos_token = "<eos>"
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+
+def test_export_load_roundtrip_and_validation(tmp_path):
+    head = _random_head("mlp", dtype=torch.float32)
+    tok_hash = tokenizer_hash(_Tok({"a": 0, "b": 1}))
+    meta = {"models": {"target": "t", "draft": "d"}, "tokenizer_hash": tok_hash, "training": {"lambda": 0.1}}
+    out = export_head(head, tmp_path / "head", meta)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "head.safetensors"]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["format_version"] == 1 and cfg["hidden_q"] == 6 and cfg["hidden_p"] == 10
+    assert cfg["git_revision"] and cfg["training"] == {"lambda": 0.1}
+
+    loaded, _ = load_head(out, device="cpu", expect={"hidden_q": 6, "hidden_p": 10, "tokenizer_hash": tok_hash})
+    h_q, h_p, feats, *_ = _inputs(dtype=torch.float32)
+    assert torch.equal(loaded(h_q, h_p, feats), head(h_q, h_p, feats))
+
+    # mismatches are refused, naming the field
+    with pytest.raises(HeadFormatError, match="hidden_p is 10 in the export but 12"):
+        load_head(out, expect={"hidden_p": 12})
+    other = tokenizer_hash(_Tok({"a": 0, "c": 1}))
+    assert other != tok_hash
+    with pytest.raises(HeadFormatError, match="tokenizer_hash"):
+        load_head(out, expect={"tokenizer_hash": other})
+
+    # re-export over an existing export replaces it
+    export_head(_random_head("linear", dtype=torch.float32, seed=3), out, meta)
+    assert load_head(out)[1]["arch"]["arch"] == "linear"
+
+
+def test_corrupt_exports_give_clear_errors(tmp_path):
+    head = _random_head("linear", dtype=torch.float32)
+    out = export_head(head, tmp_path / "head", {})
+    w = out / "head.safetensors"
+    data = bytearray(w.read_bytes())
+    data[-3] ^= 0xFF
+    w.write_bytes(bytes(data))
+    with pytest.raises(HeadFormatError, match="corrupt"):
+        load_head(out)
+
+    out2 = export_head(head, tmp_path / "head2", {})
+    (out2 / "config.json").write_text("{not json")
+    with pytest.raises(HeadFormatError, match="not valid JSON"):
+        load_head(out2)
+
+    with pytest.raises(HeadFormatError, match="no exported head"):
+        load_head(tmp_path / "missing")

@@ -1,0 +1,195 @@
+"""REINFORCE++ (as in OpenRLHF) for the ensemble head, plus plain REINFORCE with a moving baseline.
+
+The policy is the verification target itself: the emitted tokens of relaxed speculative decoding are exactly
+nu-distributed, nu_t = w_t * p_t + (1 - w_t) * q_t, so a trajectory's log-probability is
+    sum_t log nu_t(x_t) = sum_t log(w_t * p_t(x_t) + (1 - w_t) * q_t(x_t)),
+recomputed with gradient from the stored hidden states (w_t = head(h^q_t, h^p_t, feats_t)); p_t(x_t) and
+q_t(x_t) are constants (frozen models).
+
+Objective: maximise E[R(x_1:T) + lambda * sum_t (1 - TV(q_t, nu_t))], and 1 - TV(q_t, nu_t) = 1 - w_t * TV(q_t, p_t)
+is the expected acceptance at t. The lambda term enters in one of two legitimate ways (algo.lambda_mode):
+- "differentiable" (default): its exact pathwise gradient lambda * d/dtheta sum_t (1 - w_t * tv_t) on the sampled
+  trajectories, added to the loss. Low variance and exact given the visited contexts; it ignores how w changes
+  which contexts are visited (that part is left to the task reward's score-function term).
+- "reward": lambda * (1 - w_t * tv_t) is added as a per-token reward before the returns, so it goes through the
+  same score-function estimator (and advantage normalisation) as the task reward. Unbiased for the full
+  objective, but noisier.
+
+REINFORCE++: per-token rewards r_t = -kl_coef * KL_t (to the initial head) [+ lambda term] and the task reward
+at the last token; token-level returns G_t = sum_{s>=t} r_s; advantages = G normalised over every valid token of
+the global batch (all ranks); a PPO-style clipped ratio over several updates per rollout batch; no critic.
+The group-baseline variant subtracts the mean task reward of the samples of the same prompt first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+EPS = 1e-8
+
+
+def log_nu(w: torch.Tensor, p_tok: torch.Tensor, q_tok: torch.Tensor) -> torch.Tensor:
+    """log nu_t(x_t) = log(w p(x) + (1 - w) q(x)); floored so a masked (padding) position stays finite."""
+    return torch.log((w * p_tok + (1 - w) * q_tok).clamp_min(1e-30))
+
+
+def expected_accept(w: torch.Tensor, tv_pq: torch.Tensor) -> torch.Tensor:
+    """1 - TV(q, nu) = 1 - w * TV(q, p): the probability that a draft from q is accepted against nu."""
+    return 1 - w * tv_pq
+
+
+def _all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        x = x.clone()
+        dist.all_reduce(x, op=dist.ReduceOp.SUM)
+    return x
+
+
+def masked_global_mean_std(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (population) std of x over the valid entries of every rank's batch."""
+    m = mask.to(torch.float64)
+    xd = x.to(torch.float64)
+    s = _all_reduce_sum(torch.stack([(xd * m).sum(), (xd * xd * m).sum(), m.sum()]))
+    n = s[2].clamp_min(1.0)
+    mean = s[0] / n
+    var = (s[1] / n - mean * mean).clamp_min(0.0)
+    return mean.to(x.dtype), var.sqrt().to(x.dtype)
+
+
+def group_baseline(reward: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """reward minus the mean reward of its group (the samples of one prompt; groups live on one rank)."""
+    uniq, inv = torch.unique(group, return_inverse=True)
+    sums = torch.zeros(len(uniq), dtype=reward.dtype, device=reward.device).index_add_(0, inv, reward)
+    counts = torch.zeros(len(uniq), dtype=reward.dtype, device=reward.device).index_add_(
+        0, inv, torch.ones_like(reward)
+    )
+    return reward - (sums / counts)[inv]
+
+
+def token_rewards(
+    seq_reward: torch.Tensor,
+    mask: torch.Tensor,
+    kl: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    per_token: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """[N, T] rewards: -kl_coef * kl_t (+ per_token_t) at every valid token, seq_reward at the last valid token."""
+    maskf = mask.to(seq_reward.dtype)
+    r = torch.zeros_like(maskf)
+    if kl is not None and kl_coef:
+        r = r - kl_coef * kl * maskf
+    if per_token is not None:
+        r = r + per_token * maskf
+    lengths = mask.sum(1)
+    rows = torch.nonzero(lengths > 0).squeeze(1)
+    r[rows, lengths[rows] - 1] += seq_reward[rows]  # rows are left-aligned: tokens 0..len-1 are valid
+    return r
+
+
+def token_returns(r: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """G_t = sum_{s>=t} gamma^(s-t) r_s over valid tokens (zero at padding)."""
+    maskf = mask.to(r.dtype)
+    g = torch.zeros_like(r)
+    running = torch.zeros(r.shape[0], dtype=r.dtype, device=r.device)
+    for t in range(r.shape[1] - 1, -1, -1):
+        running = (r[:, t] + gamma * running) * maskf[:, t]  # padding only follows a row's last token
+        g[:, t] = running
+    return g
+
+
+def normalize_advantages(returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """REINFORCE++'s global normalisation: (G - mean) / std over all valid tokens of all ranks."""
+    mean, std = masked_global_mean_std(returns, mask)
+    return (returns - mean) / (std + EPS) * mask.to(returns.dtype)
+
+
+@dataclass
+class LossOut:
+    loss: torch.Tensor
+    pg_loss: torch.Tensor
+    lam_term: torch.Tensor  # mean expected acceptance 1 - w*tv over valid tokens (with gradient)
+    clip_frac: torch.Tensor
+    approx_kl: torch.Tensor  # mean (logp_old - logp) over valid tokens: how far the update moved
+
+
+def clipped_pg_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO-style clipped surrogate, token mean: -mean(min(ratio*A, clip(ratio, 1-eps, 1+eps)*A)); clip fraction."""
+    maskf = mask.to(logp.dtype)
+    n = maskf.sum().clamp_min(1.0)
+    ratio = torch.exp(logp - logp_old)
+    surr1 = ratio * adv
+    surr2 = ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv
+    loss = -(torch.minimum(surr1, surr2) * maskf).sum() / n
+    clipped = ((surr2 < surr1).to(logp.dtype) * maskf).sum() / n
+    return loss, clipped
+
+
+def policy_loss(
+    w: torch.Tensor,
+    p_tok: torch.Tensor,
+    q_tok: torch.Tensor,
+    tv_pq: torch.Tensor,
+    logp_old: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    lam: float,
+    lambda_mode: str,
+    clip_eps: float | None,
+) -> LossOut:
+    """The head's loss on a minibatch, from its current w: the policy-gradient part (clipped ratio when clip_eps
+    is set, plain -A*log nu otherwise) minus lambda * mean_t(1 - w_t tv_t) in 'differentiable' mode."""
+    maskf = mask.to(w.dtype)
+    n = maskf.sum().clamp_min(1.0)
+    logp = log_nu(w, p_tok, q_tok)
+    if clip_eps is None:
+        pg = -(logp * adv * maskf).sum() / n
+        clip_frac = torch.zeros((), dtype=w.dtype)
+    else:
+        pg, clip_frac = clipped_pg_loss(logp, logp_old, adv, mask, clip_eps)
+    acc = (expected_accept(w, tv_pq) * maskf).sum() / n
+    loss = pg - lam * acc if lambda_mode == "differentiable" else pg
+    approx_kl = ((logp_old - logp.detach()) * maskf).sum() / n
+    return LossOut(loss=loss, pg_loss=pg.detach(), lam_term=acc.detach(), clip_frac=clip_frac.detach(),
+                   approx_kl=approx_kl)
+
+
+def compute_advantages(
+    *,
+    algo: str,
+    task_reward: torch.Tensor,
+    mask: torch.Tensor,
+    group: torch.Tensor | None,
+    logp_old: torch.Tensor,
+    logp_ref: torch.Tensor,
+    kl_coef: float,
+    lam_per_token: torch.Tensor | None,
+    gamma: float = 1.0,
+    group_baseline_on: bool = False,
+    moving_baseline: float | None = None,
+) -> torch.Tensor:
+    """[N, T] advantages for algo 'reinforce_pp' (global normalisation) or 'reinforce' (return minus a moving
+    baseline, no normalisation). lam_per_token: lambda*(1 - w tv) in 'reward' mode, else None."""
+    seq_r = task_reward
+    if group_baseline_on:
+        if group is None:
+            raise ValueError("group baseline needs group ids (several samples per prompt)")
+        seq_r = group_baseline(seq_r, group)
+    kl = logp_old - logp_ref  # k1 estimator of KL(pi || pi_ref) at the sampled token, as in OpenRLHF
+    r = token_rewards(seq_r, mask, kl=kl, kl_coef=kl_coef, per_token=lam_per_token)
+    g = token_returns(r, mask, gamma)
+    if algo == "reinforce_pp":
+        return normalize_advantages(g, mask)
+    if algo == "reinforce":
+        b = 0.0 if moving_baseline is None else moving_baseline
+        return (g - b) * mask.to(g.dtype)
+    raise ValueError(f"unknown algo {algo!r}: use reinforce_pp or reinforce")
