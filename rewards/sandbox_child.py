@@ -1,0 +1,168 @@
+"""The child side of the sandbox. Never imported by the trainer: rewards/sandbox.py passes this file's text to
+`python -I -B -c` inside the sandbox, with argv = [result_fd, finish_line, limits_json].
+
+stdin carries one line with the pass token, then a JSON list of [name, source] parts, executed in order in one
+namespace (the generated code and the tests are separate parts, so an unterminated string in the code cannot
+swallow the tests). A pass is reported only by writing the token to result_fd, which the audit hook does when the
+runner reaches the FINISH line below after every part ran without an exception. The token lives only in the hook's
+closure: the program cannot reach it without frame or gc introspection, which the hook blocks, and it cannot fake
+the runner frame's current line (that needs a trace function, also blocked).
+"""
+
+import os
+import sys
+
+
+def _limits(lim: dict) -> None:
+    import resource
+
+    for name, value in lim.items():
+        # Hard limit = soft limit, so the program cannot raise them back (setrlimit is blocked too).
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+
+def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
+    """Read the token and the job from stdin, install the audit hook, return the job. Keeps the token."""
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    token, _, job = b"".join(chunks).partition(b"\n")
+    import json
+
+    parts = json.loads(job)
+    root = os.path.realpath(os.getcwd())
+    own_proc = f"/proc/{os.getpid()}"
+    write, realpath, fspath, isdir, dumps = os.write, os.path.realpath, os.fsdecode, os.path.isdir, json.dumps
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    violations: list[str] = []
+    # _posixsubprocess.fork_exec raises no audit event: without it, subprocess/multiprocessing cannot start.
+    banned_imports = ("ctypes", "_ctypes", "cffi", "_posixsubprocess")
+    finished: list[bool] = []
+
+    deny_always = {
+        "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile",
+        "subprocess.Popen", "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill",
+        "resource.setrlimit", "resource.prlimit", "sys.settrace", "sys.setprofile", "sys._current_frames",
+        "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "ctypes.dlopen",
+        "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
+    }  # fmt: skip
+    path_events = {  # event -> positions of path arguments and of dir_fd arguments
+        "os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)), "os.rename": ((0, 1), (2, 3)),
+        "os.link": ((0, 1), (2, 3)), "os.symlink": ((0, 1), (2,)), "os.truncate": ((0,), ()),
+        "os.mkdir": ((0,), (2,)), "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)),
+        "os.utime": ((0,), (3,)), "os.mkfifo": ((0,), (2,)), "os.mknod": ((0,), (3,)),
+        "shutil.rmtree": ((0,), (1,)), "os.chflags": ((0,), ()), "os.lchflags": ((0,), ()),
+    }  # fmt: skip
+
+    def inside(path) -> bool:
+        p = realpath(fspath(path))
+        return p == root or p.startswith(root + "/")
+
+    def deny(event: str, why: str):
+        violations.append(event)
+        if len(violations) <= 5:
+            write(result_fd, (dumps({"violation": event, "why": why}) + "\n").encode())
+        raise PermissionError(f"sandbox: {event} blocked ({why})")
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "sandbox.finish":
+            # Only the runner frame, standing on the FINISH line, with no violation so far, and only once.
+            if args and args[0] is runner_frame and runner_frame.f_lineno == finish_line:
+                if not violations and not finished:
+                    finished.append(True)
+                    write(result_fd, token + b"\n")
+            return
+        if event in deny_always or event.startswith("socket.") or event.startswith("ctypes."):
+            deny(event, "not allowed in the sandbox")
+        elif event == "open":
+            path, mode, flags = args
+            if isinstance(path, int):
+                return
+            p = realpath(fspath(path))
+            writing = (mode is not None and any(c in mode for c in "wax+")) or bool((flags or 0) & write_flags)
+            if writing and not inside(p) and p != "/dev/null":
+                deny(event, f"write outside the sandbox dir: {p}")
+            if p.startswith("/proc/") and not (p + "/").startswith(own_proc + "/"):
+                deny(event, f"other processes' /proc: {p}")
+            if p.endswith("/mem") and p.startswith("/proc/"):
+                deny(event, "process memory")
+            if not inside(p) and isdir(p):  # a directory fd would allow dir_fd-relative writes anywhere
+                deny(event, f"opening a directory outside the sandbox dir: {p}")
+        elif event in path_events:
+            paths, dir_fds = path_events[event]
+            for i in dir_fds:
+                if i < len(args) and args[i] not in (None, -1, -100):  # -1: no dir_fd given; -100: AT_FDCWD
+                    deny(event, "dir_fd-relative file operation")
+            for i in paths:
+                if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)) and not inside(args[i]):
+                    deny(event, f"outside the sandbox dir: {fspath(args[i])}")
+        elif event == "import" and args and str(args[0]).split(".")[0] in banned_imports:
+            deny(event, f"import {args[0]}")
+        elif event == "object.__getattr__" and len(args) > 1 and args[1] in (
+            "tb_frame", "gi_frame", "cr_frame", "ag_frame",
+        ):  # fmt: skip
+            deny(event, f"frame introspection ({args[1]})")
+
+    sys.addaudithook(hook)
+    return parts
+
+
+def _main() -> None:
+    import builtins
+    import json
+
+    result_fd, finish_line, limits = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+    _limits(limits)
+    frame = sys._getframe()
+    parts = _guard(frame, finish_line, result_fd)
+    # Keep our own references: the program may replace module attributes (sys.audit, os.write, ...).
+    audit, write, dumps, exit_, run, flush = sys.audit, os.write, json.dumps, os._exit, exec, _flush
+    status, info = "error", {}
+    try:
+        codes = [(name, compile(src, f"<{name}>", "exec")) for name, src in parts]
+    except (SyntaxError, ValueError) as e:
+        write(result_fd, (dumps({"status": "syntax_error", "error": f"{type(e).__name__}: {e}"}) + "\n").encode())
+        flush()
+        exit_(3)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    part = None
+    try:
+        for part, code in codes:  # noqa: B007 - `part` names the failing part below
+            run(code, namespace)
+    except SystemExit as e:
+        status, info = "exit", {"error": f"SystemExit({e.code!r}) in <{part}> before all tests ran"}
+    except AssertionError as e:
+        status, info = "failed", {"error": f"AssertionError in <{part}> line {_lineno(e)}: {str(e)[:200]}"}
+    except BaseException as e:  # noqa: B036 - the program may raise anything; all of it is a failure
+        status, info = "error", {"error": f"{type(e).__name__} in <{part}> line {_lineno(e)}: {str(e)[:200]}"}
+    else:
+        flush()
+        audit("sandbox.finish", frame)  # FINISH (rewards/sandbox.py finds this line by this marker)
+        exit_(0)
+    flush()
+    write(result_fd, (dumps({"status": status, **info}) + "\n").encode())
+    exit_(1)
+
+
+def _lineno(e: BaseException):
+    """The line in the failing part: the traceback's second entry (the first is the runner's exec call)."""
+    lines, tb = [], e.__traceback__
+    while tb is not None:  # tb_lineno / tb_next are not audited; tb_frame is, and is blocked
+        lines.append(tb.tb_lineno)
+        tb = tb.tb_next
+    return lines[1] if len(lines) > 1 else (lines[-1] if lines else None)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: B036 - the program may have replaced or closed the streams
+            pass
+
+
+if __name__ == "__main__":
+    _main()
