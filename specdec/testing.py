@@ -31,3 +31,15 @@ def random_pair(vocab_size: int = 64, dtype: torch.dtype = torch.float32, seed: 
     target = random_llama(vocab_size, hidden=48, layers=2, seed=seed, dtype=dtype, init_std=init_std, **kw)
     draft = random_llama(vocab_size, hidden=16, layers=1, heads=2, seed=seed + 1, dtype=dtype, init_std=init_std, **kw)
     return LM(target, "target"), LM(draft, "draft")
+
+
+def noisy_copy(model: LlamaForCausalLM, noise: float, seed: int = 0) -> LlamaForCausalLM:
+    """A copy of `model` with Gaussian noise on every weight: a draft that agrees with the target only partly."""
+    import copy
+
+    draft = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in draft.parameters():
+            param.add_(noise * param.std() * torch.randn(param.shape, generator=g, dtype=param.dtype))
+    return draft
