@@ -97,18 +97,23 @@ def _nan_to_none(x: Any) -> Any:
     return x
 
 
+# per-token quantities summed per sample: TV(nu, p) (the bias), TV(p, q), the ensemble weight w
+TOKEN_SUMS = ("tv_bias", "tv_pq", "w", "tv_bias_tested", "tv_pq_tested")
+
+
 def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
     """Acceptance statistics pooled over the rounds of all samples.
 
-    Each sample dict carries per-round lists `accepted`, `drafted`, `a`, `beta` (see the module docstring) and
-    per output token sums `tv_bias_sum`, `tv_pq_sum`, `w_sum` over the `n_scored` tokens that have a nu.
+    Each sample dict carries per-round lists `accepted`, `drafted`, `a`, `beta` (see the module docstring) and,
+    for each key k of TOKEN_SUMS, `k_sum` and `k_n`: a sum over output tokens and how many tokens it covers.
+    `*_tested` sums cover only tested positions (accepted drafts and first rejections, not bonus tokens): there
+    a static ensemble has E[rejection] + bias = TV(p, q) exactly, position by position.
     """
     accepted: list[int] = []
     drafted: list[int] = []
     a: list[list[float]] = []
     beta: list[list[float]] = []
-    tv_bias = tv_pq = w_sum = 0.0
-    n_scored = n_w = 0
+    sums = {k: [0.0, 0] for k in TOKEN_SUMS}
     for s in samples:
         for acc, dr, ai, bi in zip(s["accepted"], s["drafted"], s["a"], s["beta"]):
             if dr <= 0:  # an autoregressive step (gamma = 0): no drafts to score
@@ -117,12 +122,9 @@ def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
             drafted.append(int(dr))
             a.append(list(ai)[:dr])
             beta.append(list(bi)[:dr])
-        tv_bias += s.get("tv_bias_sum", 0.0)
-        tv_pq += s.get("tv_pq_sum", 0.0)
-        n_scored += s.get("n_scored", 0)
-        if s.get("w_sum") is not None:
-            w_sum += s["w_sum"]
-            n_w += s.get("n_scored", 0)
+        for k in TOKEN_SUMS:
+            sums[k][0] += s.get(f"{k}_sum", 0.0)
+            sums[k][1] += s.get(f"{k}_n", 0)
     acc_a, dr_a = np.asarray(accepted, dtype=np.float64), np.asarray(drafted, dtype=np.float64)
     rounds = len(accepted)
     rejections = float(np.sum(acc_a < dr_a))
@@ -133,6 +135,7 @@ def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
         "rounds": rounds,
         "drafted": int(dr_a.sum()),
         "accepted": int(acc_a.sum()),
+        "tested": int(trials),
         "acceptance_rate": float(acc_a.sum() / dr_a.sum()) if rounds else float("nan"),
         # per tested position: the quantity with rejection + bias = E[TV(p, q)] for a static ensemble
         "rejection_rate": rejections / trials if trials else float("nan"),
@@ -142,10 +145,10 @@ def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
         "expected_length_product": expected_length_product(a),
         "expected_length_iid": expected_length_iid(a),
         "mean_a": float(flat_a.mean()) if flat_a.size else float("nan"),
-        "tv_bias": tv_bias / n_scored if n_scored else float("nan"),
-        "tv_pq": tv_pq / n_scored if n_scored else float("nan"),
-        "mean_w": w_sum / n_w if n_w else float("nan"),
     }
+    for k in TOKEN_SUMS:
+        tot, cnt = sums[k]
+        out["mean_w" if k == "w" else k] = tot / cnt if cnt else float("nan")
     return {k: _nan_to_none(v) for k, v in out.items()}
 
 
@@ -204,6 +207,9 @@ SCHEMA: dict[str, tuple[type, ...]] = {
     "tv_bias": (float, type(None)),
     "tv_pq": (float, type(None)),
     "mean_w": (float, type(None)),
+    "tv_bias_tested": (float, type(None)),
+    "tv_pq_tested": (float, type(None)),
+    "label": (str,),
     "new_tokens": (int,),
     "tokens_per_second": (float, type(None)),
     "tokens_per_second_repeats": (list,),
@@ -226,7 +232,8 @@ def validate_metrics(m: dict) -> None:
     ci = m.get("task_score_ci")
     if isinstance(ci, list) and (len(ci) != 2 or not ci[0] <= ci[1]):
         problems.append(f"'task_score_ci' must be [lo, hi] with lo <= hi, got {ci}")
-    for k in ("acceptance_rate", "rejection_rate", "tv_bias", "tv_pq", "mean_w", "mean_a"):
+    for k in ("acceptance_rate", "rejection_rate", "tv_bias", "tv_pq", "mean_w", "mean_a", "tv_bias_tested",
+              "tv_pq_tested"):
         v = m.get(k)
         if isinstance(v, float) and not 0.0 <= v <= 1.0 + 1e-9:
             problems.append(f"{k!r} must lie in [0, 1], got {v}")
@@ -236,7 +243,7 @@ def validate_metrics(m: dict) -> None:
 
 # ---------------------------------------------------------------- table
 TABLE_COLUMNS = [
-    ("method", "method", "{}"),
+    ("label", "method", "{}"),
     ("task_score", "score", "{:.3f}"),
     ("task_score_ci", "95% CI", "[{:.3f}, {:.3f}]"),
     ("acceptance_rate", "accept", "{:.3f}"),

@@ -121,9 +121,9 @@ def test_bootstrap_ci_width_and_coverage():
 
 def test_acceptance_metrics_by_hand():
     s1 = {"accepted": [2, 0], "drafted": [2, 2], "a": [[0.9, 0.8], [0.1, 0.5]],
-          "beta": [[1.0, 1.0], [0.0, 1.0]], "tv_bias_sum": 0.3, "tv_pq_sum": 1.0, "w_sum": 2.0, "n_scored": 4}
+          "beta": [[1.0, 1.0], [0.0, 1.0]], "tv_bias_sum": 0.3, "tv_bias_n": 4, "tv_pq_sum": 1.0, "tv_pq_n": 3, "w_sum": 2.0, "w_n": 4}
     s2 = {"accepted": [1, 0], "drafted": [2, 0], "a": [[1.0, 0.0], []], "beta": [[1.0, 0.0], []],
-          "tv_bias_sum": 0.1, "tv_pq_sum": 0.2, "w_sum": 1.0, "n_scored": 2}
+          "tv_bias_sum": 0.1, "tv_bias_n": 2, "tv_pq_sum": 0.2, "tv_pq_n": 2, "w_sum": 1.0, "w_n": 2}
     m = acceptance_metrics([s1, s2])
     assert m["rounds"] == 3  # the gamma = 0 step is not a round of drafting
     assert m["acceptance_rate"] == pytest.approx(3 / 6)
@@ -133,8 +133,10 @@ def test_acceptance_metrics_by_hand():
     assert m["expected_length_exact"] == pytest.approx(((0.9 + 0.8) + (0.1 + 0.0) + (1.0 + 0.0)) / 3)
     assert m["expected_length_product"] == pytest.approx(((0.9 + 0.72) + (0.1 + 0.05) + 1.0) / 3)
     assert m["tv_bias"] == pytest.approx(0.4 / 6)
+    assert m["tv_pq"] == pytest.approx(1.2 / 5)
     assert m["mean_w"] == pytest.approx(0.5)
-    empty = acceptance_metrics([{"accepted": [0], "drafted": [0], "a": [[]], "beta": [[]], "n_scored": 0}])
+    assert m["tv_pq_tested"] is None  # no tested-position sums given
+    empty = acceptance_metrics([{"accepted": [0], "drafted": [0], "a": [[]], "beta": [[]]}])
     assert empty["acceptance_rate"] is None and empty["rounds"] == 0
 
 
@@ -151,4 +153,4 @@ def test_speed_metrics_median_of_repeats():
 def test_validate_metrics_names_the_problem():
     with pytest.raises(ValueError, match="missing 'task_score'"):
         validate_metrics({"method": "sd"})
-    assert "| method |" in markdown_table([{"method": "sd", "task_score": None}])
+    assert "| method |" in markdown_table([{"label": "sd", "task_score": None}])

@@ -1,0 +1,277 @@
+"""The method registry: every decoding method is a proposer + a verification rule + a draft length.
+
+`METHODS[name](models, cfg) -> MethodSpec`. `cfg` is the whole eval config (method settings under cfg.method,
+the head path under cfg.head_path, contrastive settings under cfg.alpha / cfg.beta). Other modules add methods
+with the `register(name)` decorator (eval/methods_contrastive.py registers cd, dcd, scd, cos).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from specdec.models import LM, check_tokenizers_match, load_model
+from specdec.proposers import DraftModelProposer, NgramProposer, Proposer
+from specdec.targets import (
+    CascadeRule,
+    ContrastiveRule,
+    ExactRule,
+    HeadEnsembleRule,
+    LossyRule,
+    Rule,
+    StaticEnsembleRule,
+)
+
+
+@dataclass
+class MethodSpec:
+    proposer: Proposer | None
+    rule: Rule
+    gamma: int
+    amateur: LM | None = None
+    target: LM | None = None  # None: the trio's target (ar_draft decodes with the draft as its own target)
+    label: str = ""  # short display name, e.g. "static(w=0.30)"
+    params: dict[str, Any] = field(default_factory=dict)  # what metrics.json records about the method
+    head_meta: dict | None = None  # config.json of the head, for heads
+
+
+# ---------------------------------------------------------------- the models
+class Models:
+    """The target / draft / amateur trio (each an LM with its own cache) and their tokenizer, loaded lazily from
+    the model config: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}, built by
+    data.build_models.ensure_embedded when `embedded: true`) and/or explicit `target`, `draft`, `amateur` paths;
+    `device` and `dtype`."""
+
+    def __init__(self, model_cfg: DictConfig | dict):
+        self.cfg = dict(model_cfg)
+        self.device = self.cfg.get("device", "cpu") or "cpu"
+        self.dtype = self.cfg.get("dtype", "float32") or "float32"
+        self._lms: dict[str, LM] = {}
+        self._tok = None
+
+    @functools.cached_property
+    def root(self) -> Path | None:
+        d = self.cfg.get("dir")
+        if d is None:
+            return None
+        if self.cfg.get("embedded", False):
+            from data.build_models import ensure_embedded
+
+            return Path(ensure_embedded(d))
+        return Path(d)
+
+    def path(self, role: str) -> str:
+        p = self.cfg.get(role)
+        if p:
+            return str(p)
+        if self.root is not None:
+            return str(self.root / role)
+        raise ValueError(f"model config gives no {role!r} model: set model.{role}=PATH or model.dir=TRIO_DIR")
+
+    def names(self) -> dict[str, str]:
+        out = {}
+        for role in ("target", "draft", "amateur"):
+            try:
+                out[role] = self.path(role)
+            except ValueError:
+                pass
+        return out
+
+    def lm(self, role: str) -> LM:
+        if role not in self._lms:
+            model, tok = load_model(self.path(role), device=self.device, dtype=self.dtype)
+            if self._tok is None:
+                self._tok = self._load_tokenizer(tok)
+            else:
+                check_tokenizers_match({"target": self._tok, role: tok})
+            self._lms[role] = LM(model, name=role)
+        return self._lms[role]
+
+    def _load_tokenizer(self, fallback):
+        tdir = self.cfg.get("tokenizer") or (self.root / "tokenizer" if self.root is not None else None)
+        if tdir is not None and Path(tdir).exists():
+            from transformers import AutoTokenizer
+
+            return AutoTokenizer.from_pretrained(str(tdir))
+        return fallback
+
+    @property
+    def target(self) -> LM:
+        return self.lm("target")
+
+    @property
+    def draft(self) -> LM:
+        return self.lm("draft")
+
+    @property
+    def amateur(self) -> LM:
+        return self.lm("amateur")
+
+    @property
+    def tokenizer(self):
+        if self._tok is None:
+            self.target  # noqa: B018 (loads the tokenizer with the target)
+        return self._tok
+
+
+# ---------------------------------------------------------------- registry
+MethodBuilder = Callable[[Models, DictConfig], MethodSpec]
+METHODS: dict[str, MethodBuilder] = {}
+
+
+def register(name: str) -> Callable[[MethodBuilder], MethodBuilder]:
+    """Decorator: add a method builder to METHODS under `name`."""
+
+    def deco(fn: MethodBuilder) -> MethodBuilder:
+        if name in METHODS:
+            raise ValueError(f"method {name!r} is registered twice")
+        METHODS[name] = fn
+        return fn
+
+    return deco
+
+
+def build_method(name: str, models: Models, cfg: DictConfig) -> MethodSpec:
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; known methods: {', '.join(sorted(METHODS))}")
+    spec = METHODS[name](models, cfg)
+    spec.label = spec.label or name
+    return spec
+
+
+def _m(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return cfg.method.get(key, default)
+
+
+def _gamma(cfg: DictConfig) -> int:
+    g = int(_m(cfg, "gamma", 4))
+    if g < 1:
+        raise ValueError(f"method {cfg.method.name!r} drafts tokens: method.gamma must be >= 1, got {g}")
+    return g
+
+
+def make_proposer(models: Models, cfg: DictConfig) -> tuple[Proposer, str]:
+    """The proposer named by method.proposer: 'draft' (the draft model) or 'ngram' (prompt lookup)."""
+    kind = _m(cfg, "proposer", "draft")
+    if kind == "draft":
+        return DraftModelProposer(models.draft), "draft"
+    if kind == "ngram":
+        ng = NgramProposer(models.target.vocab_size, max_ngram=int(_m(cfg, "max_ngram", 12)),
+                           min_ngram=int(_m(cfg, "min_ngram", 1)), device=models.target.device)
+        return ng, "ngram"
+    raise ValueError(f"method.proposer must be 'draft' or 'ngram', got {kind!r}")
+
+
+def _sd_like(models: Models, cfg: DictConfig, rule: Rule, label: str, params: dict) -> MethodSpec:
+    proposer, kind = make_proposer(models, cfg)
+    g = _gamma(cfg)
+    if kind != "draft":
+        label += f"[{kind}]"
+    return MethodSpec(proposer, rule, g, label=label, params={"proposer": kind, **params})
+
+
+@register("ar_target")
+def _ar_target(models: Models, cfg: DictConfig) -> MethodSpec:
+    return MethodSpec(None, ExactRule(), 0, label="ar_target")
+
+
+@register("ar_draft")
+def _ar_draft(models: Models, cfg: DictConfig) -> MethodSpec:
+    return MethodSpec(None, ExactRule(), 0, target=models.draft, label="ar_draft")
+
+
+@register("sd")
+def _sd(models: Models, cfg: DictConfig) -> MethodSpec:
+    return _sd_like(models, cfg, ExactRule(), "sd", {})
+
+
+@register("static")
+def _static(models: Models, cfg: DictConfig) -> MethodSpec:
+    w = float(_m(cfg, "w", 0.5))
+    return _sd_like(models, cfg, StaticEnsembleRule(w), f"static(w={w:.2f})", {"w": w})
+
+
+@register("lossy")
+def _lossy(models: Models, cfg: DictConfig) -> MethodSpec:
+    lenience = float(_m(cfg, "lenience", 0.5))
+    return _sd_like(models, cfg, LossyRule(lenience), f"lossy(l={lenience:g})", {"lenience": lenience})
+
+
+@register("cascade")
+def _cascade(models: Models, cfg: DictConfig) -> MethodSpec:
+    t = float(_m(cfg, "threshold", 0.1))
+    return _sd_like(models, cfg, CascadeRule(t), f"cascade(t={t:g})", {"threshold": t})
+
+
+def head_label(path: str | Path, meta: dict) -> str:
+    """Short name of a head: its lambda when the export records one, else its directory name."""
+    lam = head_lambda(meta)
+    return f"λ={lam:g}" if lam is not None else Path(path).name
+
+
+def _find(meta: dict, key: str) -> Any:
+    """meta[key], or meta[section][key] for the sections the training export writes."""
+    if key in meta:
+        return meta[key]
+    for sec in ("training", "train", "config", "cfg"):
+        sub = meta.get(sec)
+        if isinstance(sub, dict):
+            if key in sub:
+                return sub[key]
+            task = sub.get("task")
+            if key == "task" and isinstance(task, dict):
+                return task.get("name")
+    return None
+
+
+def head_lambda(meta: dict) -> float | None:
+    lam = _find(meta, "lambda")
+    try:
+        return float(lam) if lam is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def head_task(meta: dict) -> str | None:
+    t = _find(meta, "task")
+    if isinstance(t, dict):
+        t = t.get("name")
+    return str(t) if t is not None else None
+
+
+@register("diversed")
+def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
+    from heads import load_head
+
+    path = cfg.get("head_path")
+    if not path:
+        raise ValueError("method=diversed needs a trained head: pass head=PATH (an export/ dir with head.safetensors)")
+    if _m(cfg, "proposer", "draft") != "draft":
+        raise ValueError("the ensemble head reads the draft model's hidden states: use method.proposer=draft")
+    target, draft = models.target, models.draft
+    head, meta = load_head(path, device=target.device,
+                           expect={"hidden_q": draft.hidden_size, "hidden_p": target.hidden_size})
+    base = None
+    tgt = meta.get("target") if isinstance(meta.get("target"), dict) else {}
+    if tgt.get("kind") == "contrastive":  # a head trained over pi_CD verifies against pi_CD
+        base = ContrastiveRule(float(tgt.get("alpha", 0.0)), float(tgt.get("beta", 0.0)))
+    rule = HeadEnsembleRule(head, base=base)
+    spec = MethodSpec(DraftModelProposer(draft), rule, _gamma(cfg), label=f"diversed({head_label(path, meta)})",
+                      params={"proposer": "draft", "head_lambda": head_lambda(meta)}, head_meta=meta)
+    if rule.needs_amateur:
+        spec.amateur = models.amateur
+        spec.params["target_kind"] = "contrastive"
+    return spec
+
+
+# Methods registered elsewhere (optional until they land).
+try:
+    import eval.methods_contrastive  # noqa: E402, F401
+except ImportError as e:  # only a missing module is optional; a broken one must fail loudly
+    if getattr(e, "name", None) != "eval.methods_contrastive":
+        raise

@@ -1,0 +1,370 @@
+"""Evaluate one decoding method (or a static-ensemble sweep) on a task: quality, acceptance and speed.
+
+    python eval/run.py task=gsm8k method=sd eval.num_samples=100
+    python eval/run.py task=gsm8k method=diversed head=outputs/.../export
+    python eval/run.py task=gsm8k method=static_sweep
+    python eval/run.py -m task=gsm8k method=ar_target,sd,lossy,cascade
+
+Writes into the run directory: samples.jsonl (one line per finished sample, appended as batches finish),
+batches.jsonl (timing per batch), run.json (what the run is; `resume=true` checks it), metrics.json, table.md.
+A static sweep writes one such directory per w under the run directory plus a summary table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # `python eval/run.py`: make the project root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from data.tasks import Task, get_task
+from eval.methods import MethodSpec, Models, build_method, head_task
+from eval.metrics import (
+    acceptance_metrics,
+    bootstrap_ci,
+    markdown_table,
+    speed_metrics,
+    validate_metrics,
+)
+
+SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
+
+
+# ---------------------------------------------------------------- per-row records from the engine
+def row_record(out: Any, b: int, gamma: int) -> dict:
+    """What eval keeps of one generated row: per-round acceptance data and per-token TV sums.
+
+    Tokens are split into *tested* positions (an accepted draft, or the position of the first rejection) and
+    bonus positions (after a full acceptance). On tested positions a static ensemble satisfies, in expectation,
+    rejection + TV(nu, p) = TV(p, q) exactly, so the frontier line is checked there.
+    """
+    r = out.rounds
+    active = r["active"][:, b].bool()
+    acc = r["accepted"][active, b].tolist()
+    drafted = r["drafted"][active, b].tolist()
+    a = [[round(x, 6) for x in row] for row in r["expected_accept"][active, b].tolist()]
+    beta = [[round(x, 6) for x in row] for row in r["accept_prob"][active, b].tolist()]
+    rec = out.records
+    T = int(rec["token_mask"][b].sum())
+    bonus = torch.zeros(T, dtype=torch.bool)
+    pos = 0
+    for n, d in zip(acc, drafted):  # each active round emitted n+1 tokens (the last round may be cut short)
+        if d > 0 and n == d and pos + n < T:
+            bonus[pos + n] = True
+        pos += n + 1
+    tested = ~bonus
+    res: dict[str, Any] = {"accepted": acc, "drafted": drafted, "a": a, "beta": beta, "new_tokens": T}
+    for key, src in (("tv_bias", "tv_nu_p"), ("tv_pq", "tv_pq"), ("w", "w")):
+        v = rec[src][b, :T].float().cpu() if src in rec else torch.full((T,), float("nan"))
+        ok = ~torch.isnan(v)
+        res[f"{key}_sum"], res[f"{key}_n"] = float(v[ok].sum()), int(ok.sum())
+        okt = ok & tested
+        res[f"{key}_tested_sum"], res[f"{key}_tested_n"] = float(v[okt].sum()), int(okt.sum())
+    return res
+
+
+def cut_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> str:
+    """The completion up to the first stop string (plain prompting has no other way to end a turn)."""
+    cut = len(text)
+    for s in stops:
+        i = text.find(s)
+        if i != -1:
+            cut = min(cut, i)
+    return text[:cut]
+
+
+# ---------------------------------------------------------------- files
+def read_jsonl(path: Path) -> list[dict]:
+    """Lines of a jsonl file; a torn last line (a crash mid-write) is dropped."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def repair_jsonl(path: Path) -> None:
+    """Drop a torn last line (left by a kill mid-write) so that appended lines start on a line of their own."""
+    if path.exists():
+        text = path.read_text()
+        if text and not text.endswith("\n"):
+            path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path)))
+
+
+def append_jsonl(path: Path, rows: list[dict]) -> None:
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
+    signature = json.loads(json.dumps(signature))  # compare as stored (tuples become lists)
+    run_file = out_dir / RUN
+    if run_file.exists() or (out_dir / SAMPLES).exists():
+        if not resume:
+            raise FileExistsError(
+                f"{out_dir} already holds results of an evaluation; pass resume=true to continue it, or choose "
+                f"another directory (hydra.run.dir=...)"
+            )
+        old = json.loads(run_file.read_text()) if run_file.exists() else {}
+        diff = [f"{k}: {old.get(k)!r} there vs {v!r} now" for k, v in signature.items() if old.get(k) != v]
+        if diff:
+            shown = "; ".join(diff)
+            raise ValueError(f"cannot resume {out_dir}: it was run with different settings ({shown})")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_file.write_text(json.dumps(signature, indent=2, sort_keys=True))
+
+
+# ---------------------------------------------------------------- data
+def data_settings(cfg: DictConfig) -> dict:
+    """Where examples come from: the task config's `data` section, overridden by the top-level `data`."""
+    d: dict[str, Any] = {"source": "synthetic", "path": None, "split": "test"}
+    for section in (cfg.task.get("data"), cfg.get("data")):
+        if section:
+            d.update({k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if v is not None})
+    if d.get("path") and d["source"] == "synthetic":
+        d["source"] = "file"
+    return d
+
+
+def load_task_examples(cfg: DictConfig, task: Task):
+    from data.loaders import load_examples
+
+    d = data_settings(cfg)
+    return load_examples(task.name, path=d.get("path"), source=d["source"], split=d["split"],
+                         n=int(cfg.eval.num_samples), seed=int(cfg.seed))
+
+
+def encode_prompts(task: Task, rows: list[dict], tokenizer, window: int, reserve: int) -> tuple[list, int]:
+    """Token ids of each prompt, keeping the last (window - reserve) tokens of an over-long prompt."""
+    keep = window - reserve
+    if keep < 1:
+        raise ValueError(f"the context window ({window}) is smaller than max_new_tokens + gamma + 1 ({reserve}); "
+                         "lower eval.max_new_tokens")
+    ids, cut = [], 0
+    for ex in rows:
+        x = tokenizer(task.format_prompt(ex, tokenizer))["input_ids"]
+        if len(x) > keep:
+            x, cut = x[-keep:], cut + 1
+        ids.append(x)
+    return ids, cut
+
+
+# ---------------------------------------------------------------- one method
+def _batches(indices: list[int], groups: list[Any], size: int) -> list[list[int]]:
+    """Batches that never mix groups (specbench categories), so speed is measured per group; groups in order of
+    first appearance, indices in order within a group."""
+    by_group: dict[Any, list[int]] = {}
+    for i in indices:
+        by_group.setdefault(groups[i], []).append(i)
+    return [idx[k:k + size] for idx in by_group.values() for k in range(0, len(idx), size)]
+
+
+def run_method(
+    cfg: DictConfig, spec: MethodSpec, models: Models, task: Task, examples: Any, out_dir: Path,
+    *, generate_fn: Any = None,
+) -> dict:
+    """Generate, score and measure one method on the examples; returns the metrics dict (also written)."""
+    from specdec.generate import generate as engine_generate
+
+    generate_fn = generate_fn or engine_generate
+    out_dir = Path(out_dir)
+    rows = examples.rows
+    n = len(rows)
+    target = spec.target or models.target
+    tok = models.tokenizer
+    max_new = int(cfg.eval.max_new_tokens or task.max_new_tokens)
+    temperature = float(cfg.temperature)
+    bs = int(cfg.eval.batch_size)
+    seed = int(cfg.seed)
+    head = cfg.get("head_path") if spec.head_meta is not None else None
+    signature = {
+        "method": cfg.method.name, "label": spec.label, "params": spec.params, "task": task.name,
+        "data": data_settings(cfg), "data_label": examples.label, "num_samples": n, "seed": seed,
+        "temperature": temperature, "gamma": spec.gamma, "max_new_tokens": max_new, "batch_size": bs,
+        "model": models.names(), "head": str(head) if head else None,
+    }
+    _check_resume(out_dir, signature, bool(cfg.get("resume", False)))
+
+    prompts, cut = encode_prompts(task, rows, tok, target.max_positions, max_new + spec.gamma + 1)
+    if cut:
+        print(f"[eval] {cut} prompt(s) longer than the context window were cut to their last tokens")
+    groups = [ex.get("category") for ex in rows]
+    repair_jsonl(out_dir / SAMPLES)
+    repair_jsonl(out_dir / BATCHES)
+    done = {s["idx"] for s in read_jsonl(out_dir / SAMPLES)}
+    todo = [i for i in range(n) if i not in done]
+    if done:
+        print(f"[eval] resuming {out_dir}: {len(done)} sample(s) done, {len(todo)} to go")
+    eos = tok.eos_token_id
+    stops = tuple(task.stop)
+
+    def gen(idx: list[int], max_tokens: int, g: torch.Generator):
+        return generate_fn(target, spec.proposer, [prompts[i] for i in idx], rule=spec.rule, gamma=spec.gamma,
+                           max_new_tokens=max_tokens, temperature=temperature, eos_token_id=eos,
+                           amateur=spec.amateur, generator=g)
+
+    bar = tqdm(total=n, initial=n - len(todo), desc=spec.label, unit="sample",
+               disable=not cfg.eval.get("progress", True))
+    warm = not cfg.eval.get("warmup", True)
+    for batch in _batches(todo, groups, bs):
+        g = torch.Generator(device=target.device).manual_seed(seed * 1_000_003 + batch[0])
+        if not warm:  # first call pays for allocations and kernel selection: never timed
+            gen(batch[:1], min(8, max_new), torch.Generator(device=target.device).manual_seed(seed))
+            warm = True
+        t0 = time.perf_counter()
+        out = gen(batch, max_new, g)
+        wall = time.perf_counter() - t0
+        texts = [cut_at_stop(tok.decode([t for t in toks if t != eos], skip_special_tokens=True), stops)
+                 for toks in out.tokens]
+        scores: list[float | None] = [None] * len(batch)
+        if task.reward is not None:
+            from rewards import score
+
+            scores = list(score(task.name, texts, [task.reference(rows[i]) for i in batch]).scores)
+        lines = []
+        for b, i in enumerate(batch):
+            lines.append({"idx": i, "id": rows[i].get("id", rows[i].get("question_id", i)), "category": groups[i],
+                          "completion": texts[b], "finish": out.finish_reason[b], "score": scores[b],
+                          **row_record(out, b, spec.gamma)})
+        st = out.stats
+        append_jsonl(out_dir / BATCHES, [{
+            "first_idx": batch[0], "size": len(batch), "category": groups[batch[0]], "wall_s": wall,
+            "new_tokens": int(st.get("new_tokens", sum(len(t) for t in out.tokens))),
+            "time_proposer": float(st.get("time_proposer", 0.0)), "time_target": float(st.get("time_target", 0.0)),
+            "proposer_calls": int(st.get("proposer_calls", 0)), "target_calls": int(st.get("target_calls", 0)),
+        }])
+        append_jsonl(out_dir / SAMPLES, lines)  # last: a sample line means its batch is fully recorded
+        bar.update(len(batch))
+    bar.close()
+
+    return finish_metrics(cfg, spec, task, examples, out_dir, signature)
+
+
+def _summary(samples: list[dict], batches: list[dict], cfg: DictConfig) -> dict:
+    m = acceptance_metrics(samples)
+    m.update(speed_metrics(batches))
+    scores = [s["score"] for s in samples if s.get("score") is not None]
+    m["task_score"] = float(sum(scores) / len(scores)) if scores else None
+    m["task_score_ci"] = (list(bootstrap_ci(scores, n_boot=int(cfg.eval.get("bootstrap", 2000)),
+                                            seed=int(cfg.seed))) if scores else None)
+    m["new_tokens"] = int(sum(s["new_tokens"] for s in samples))
+    m["num_samples"] = len(samples)
+    return m
+
+
+def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any, out_dir: Path,
+                   signature: dict) -> dict:
+    """Aggregate samples.jsonl + batches.jsonl of a run directory into metrics.json and table.md."""
+    samples = sorted({s["idx"]: s for s in read_jsonl(out_dir / SAMPLES)}.values(), key=lambda s: s["idx"])
+    batches = read_jsonl(out_dir / BATCHES)
+    htask = head_task(spec.head_meta) if spec.head_meta else None
+    m: dict[str, Any] = {
+        "method": cfg.method.name, "label": spec.label, "task": task.name, "data_label": examples.label,
+        "data_source": str(examples.source), "seed": signature["seed"], "temperature": signature["temperature"],
+        "gamma": spec.gamma, "batch_size": signature["batch_size"], "max_new_tokens": signature["max_new_tokens"],
+        "model": signature["model"], "params": spec.params, "head": signature["head"], "head_task": htask,
+        "cross_task": bool(htask is not None and htask != task.name),
+    }
+    m.update(_summary(samples, batches, cfg))
+    cats = sorted({s["category"] for s in samples if s.get("category") is not None})
+    m["per_category"] = ({c: _summary([s for s in samples if s.get("category") == c],
+                                      [b for b in batches if b.get("category") == c], cfg) for c in cats}
+                         if cats else None)
+    validate_metrics(m)
+    (out_dir / METRICS).write_text(json.dumps(m, indent=2, sort_keys=True))
+    table = markdown_table([m])
+    if m["per_category"]:
+        table += "\n\n" + markdown_table([{"method": c, **v} for c, v in m["per_category"].items()])
+    if m["cross_task"]:
+        table += f"\n\nCross-task: head trained on {htask}, evaluated on {task.name}."
+    (out_dir / TABLE).write_text(table + "\n")
+    return m
+
+
+# ---------------------------------------------------------------- entry
+def method_cfg(cfg: DictConfig, **overrides: Any) -> DictConfig:
+    """A copy of cfg with method fields replaced (used by the static sweep and the frontier)."""
+    c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for k, v in overrides.items():
+        c.method[k] = v
+    return c
+
+
+def evaluate(cfg: DictConfig, out_dir: str | Path | None = None, models: Models | None = None) -> list[dict]:
+    """Run the configured method (or a static sweep) into out_dir; returns one metrics dict per run."""
+    if out_dir is None:
+        out_dir = cfg.get("out_dir") or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    out_dir = Path(out_dir)
+    torch.manual_seed(int(cfg.seed))
+    task = get_task(cfg.task.name)
+    examples = load_task_examples(cfg, task)
+    if not examples.rows:
+        raise ValueError(f"no examples loaded for task {task.name!r} (data: {data_settings(cfg)})")
+    models = models or Models(cfg.model)
+    if cfg.method.name == "static_sweep":
+        results = []
+        for w in cfg.method.grid:
+            c = method_cfg(cfg, name="static", w=float(w))
+            spec = build_method("static", models, c)
+            results.append(run_method(c, spec, models, task, examples, out_dir / f"w={float(w):.2f}"))
+        table = markdown_table(results)
+        (out_dir / TABLE).write_text(table + "\n")
+        print(table)
+        return results
+    spec = build_method(cfg.method.name, models, cfg)
+    m = run_method(cfg, spec, models, task, examples, out_dir)
+    print((out_dir / TABLE).read_text())
+    return [m]
+
+
+def log_wandb(cfg: DictConfig, results: list[dict], images: dict[str, Path] | None = None) -> None:
+    if not cfg.get("wandb", {}).get("enabled", False):
+        return
+    import wandb
+
+    run = wandb.init(project=cfg.wandb.get("project", "specdec"), config=OmegaConf.to_container(cfg, resolve=True),
+                     job_type="eval", reinit=True)
+    for m in results:
+        flat = {f"{m['label']}/{k}": v for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)
+                and not (isinstance(v, float) and math.isnan(v))}
+        run.log(flat)
+    for name, path in (images or {}).items():
+        run.log({name: wandb.Image(str(path))})
+    run.finish()
+
+
+def rewrite_head_arg(argv: list[str]) -> list[str]:
+    """`head=PATH` → `head_path=PATH`: conf/head/ is the training's head-architecture group, so Hydra would read
+    `head=...` as a choice in that group."""
+    return [("head_path=" + a[len("head="):]) if a.startswith("head=") else a for a in argv]
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
+def main(cfg: DictConfig) -> None:
+    results = evaluate(cfg)
+    log_wandb(cfg, results)
+
+
+if __name__ == "__main__":
+    sys.argv = rewrite_head_arg(sys.argv)
+    main()

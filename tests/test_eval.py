@@ -1,0 +1,258 @@
+"""eval/: methods on constructed pairs, the static frontier line, metrics.json, resume after a crash.
+
+End-to-end runs use the micro trio (random-ish tiny models) with few samples and short outputs.
+"""
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from data.tasks import get_task
+from eval.methods import METHODS, Models, build_method, register
+from eval.metrics import SCHEMA, validate_metrics
+from eval.run import SAMPLES, read_jsonl, run_method
+from specdec.targets import RoundScores
+from specdec.verify import verify
+
+GAMMA = 4
+
+
+def _cfg(name: str, **method) -> OmegaConf:
+    return OmegaConf.create({
+        "seed": 0, "temperature": 1.0, "head_path": method.pop("head_path", None), "resume": False,
+        "task": {"name": "gsm8k"}, "data": {}, "method": {"name": name, "gamma": GAMMA, **method},
+        "eval": {"num_samples": 8, "batch_size": 4, "max_new_tokens": 24, "warmup": False, "progress": False,
+                 "bootstrap": 200},
+    })
+
+
+def _examples(n: int, category: bool = False) -> SimpleNamespace:
+    from data.synthetic import generate
+
+    rows = generate("gsm8k", "test", n, seed=0)
+    if category:
+        rows = [{**r, "category": ["writing", "math"][i % 2]} for i, r in enumerate(rows)]
+    return SimpleNamespace(rows=rows, label="synthetic", source="synthetic")
+
+
+# No reward in these runs (the reward has its own tests); the score column is checked with a stand-in below.
+TASK = dataclasses.replace(get_task("gsm8k"), reward=None)
+
+
+@pytest.fixture(scope="module")
+def head_dir(micro_trio, tmp_path_factory) -> Path:
+    """A fresh (untrained) head for the micro trio: outputs its init_w everywhere."""
+    from heads import EnsembleHead, HeadConfig, export_head
+    from specdec.targets import PAIR_FEATURES
+
+    cfgs = {r: json.loads((micro_trio / r / "config.json").read_text()) for r in ("target", "draft")}
+    head = EnsembleHead(HeadConfig(hidden_q=cfgs["draft"]["hidden_size"], hidden_p=cfgs["target"]["hidden_size"],
+                                   num_features=len(PAIR_FEATURES), init_w=0.7))
+    return export_head(head, tmp_path_factory.mktemp("head") / "export", {"training": {"task": "cnndm",
+                                                                                        "lambda": 0.1}})
+
+
+@pytest.fixture(scope="module")
+def models(micro_trio) -> Models:
+    return Models({"dir": str(micro_trio)})
+
+
+RULE_METHODS = [("sd", {}), ("static", {"w": 0.0}), ("static", {"w": 0.5}), ("static", {"w": 1.0}),
+                ("lossy", {"lenience": 0.5}), ("cascade", {"threshold": 0.1}), ("diversed", {})]
+
+
+def _acceptance(rule, p: torch.Tensor, q: torch.Tensor, hq: int, hp: int, seed: int = 0) -> float:
+    """Acceptance rate of a rule on constructed per-position distributions p, q [N, γ+1, V]."""
+    g = torch.Generator().manual_seed(seed)
+    n = p.shape[0]
+    drafts = torch.multinomial(q[:, :GAMMA].reshape(-1, q.shape[-1]), 1, generator=g).view(n, GAMMA)
+    scores = RoundScores(p.log(), 1.0, q, None, torch.randn(n, GAMMA + 1, hp, generator=g),
+                         torch.randn(n, GAMMA + 1, hq, generator=g))
+    nu, _ = rule(scores)
+    res = verify(drafts, q[:, :GAMMA], nu, generator=g)
+    return float(res.num_accepted.float().mean() / GAMMA)
+
+
+@pytest.mark.parametrize("name,params", RULE_METHODS)
+def test_equal_pair_accepts_everything_disjoint_pair_as_expected(name, params, models, head_dir):
+    spec = build_method(name, models, _cfg(name, head_path=str(head_dir), **params))
+    hq, hp = models.draft.hidden_size, models.target.hidden_size
+    V, n = 12, 400
+    g = torch.Generator().manual_seed(1)
+    p = torch.softmax(2 * torch.randn(n, GAMMA + 1, V, generator=g), -1)
+    assert _acceptance(spec.rule, p, p.clone(), hq, hp) == 1.0  # p = q: nothing can be rejected
+    # disjoint supports: p on even tokens, q on odd ones
+    even = (torch.arange(V) % 2 == 0).float()
+    pd = p * even
+    pd = pd / pd.sum(-1, keepdim=True)
+    qd = p * (1 - even)
+    qd = qd / qd.sum(-1, keepdim=True)
+    acc = _acceptance(spec.rule, pd, qd, hq, hp)
+    if name == "sd" or (name == "static" and params["w"] == 1.0):
+        assert acc == 0.0
+    elif name == "static" and params["w"] == 0.0:
+        assert acc == 1.0
+    elif name == "static":  # accept prob (1 - w) at every position: E[accepted/γ] = sum_i (1-w)^i / γ
+        assert acc == pytest.approx(sum(0.5 ** i for i in range(1, GAMMA + 1)) / GAMMA, abs=0.05)
+
+
+def test_equal_pair_end_to_end(micro_trio, head_dir, tmp_path):
+    """Draft = target (the same weights loaded twice): every draft-model method accepts (almost surely) all."""
+    twin = Models({"dir": str(micro_trio), "draft": str(micro_trio / "target")})
+    cfg_list = [("sd", {}), ("static", {"w": 0.3}), ("lossy", {"lenience": 0.5}), ("cascade", {"threshold": 0.1})]
+    for name, params in cfg_list:
+        cfg = _cfg(name, **params)
+        cfg.eval.num_samples, cfg.eval.max_new_tokens = 4, 16
+        spec = build_method(name, twin, cfg)
+        m = run_method(cfg, spec, twin, TASK, _examples(4), tmp_path / name)
+        # float32 round-off between one-token and parallel passes is ~1e-6 per draft, so >= 0.99 is generous
+        assert m["acceptance_rate"] >= 0.99, (name, m["acceptance_rate"])
+        assert m["mean_accepted_length"] >= 0.99 * GAMMA
+
+
+def test_static_sweep_lies_on_the_theoretical_line(models, tmp_path):
+    """rejection + TV(nu, p) = E[TV(p, q)] on tested positions, for every w (sampling error: binomial SE)."""
+    for w in (0.3, 0.7):
+        cfg = _cfg("static", w=w)
+        cfg.eval.num_samples, cfg.eval.batch_size, cfg.eval.max_new_tokens = 8, 8, 32
+        m = run_method(cfg, build_method("static", models, cfg), models, TASK, _examples(8), tmp_path / f"w{w}")
+        r = m["rejection_rate"]
+        se = (max(r * (1 - r), 0.01) / m["tested"]) ** 0.5
+        gap = r + m["tv_bias_tested"] - m["tv_pq_tested"]
+        assert abs(gap) < 4 * se, (w, r, m["tv_bias_tested"], m["tv_pq_tested"], se)
+        # the bias is exactly (1 - w) TV(p, q) position by position
+        assert m["tv_bias_tested"] == pytest.approx((1 - w) * m["tv_pq_tested"], rel=1e-4)
+        # and the predicted lengths track the measured one
+        assert m["expected_length_exact"] == pytest.approx(m["mean_accepted_length"], abs=0.6)
+
+
+def test_metrics_json_schema_and_category_table(models, tmp_path, monkeypatch):
+    import rewards
+
+    calls = []
+
+    def fake_score(task, completions, references, **kw):  # deterministic stand-in reward
+        calls.append(len(completions))
+        return SimpleNamespace(scores=[float(len(c) % 2) for c in completions], details=[{}] * len(completions))
+
+    monkeypatch.setattr(rewards, "score", fake_score, raising=False)
+    cfg = _cfg("sd")
+    m = run_method(cfg, build_method("sd", models, cfg), models, get_task("gsm8k"), _examples(8, category=True),
+                   tmp_path)
+    on_disk = json.loads((tmp_path / "metrics.json").read_text())
+    validate_metrics(on_disk)
+    assert set(SCHEMA) <= set(on_disk) and on_disk == json.loads(json.dumps(m))
+    assert sum(calls) == 8 and m["task_score"] is not None
+    lo, hi = m["task_score_ci"]
+    assert lo <= m["task_score"] <= hi
+    assert set(m["per_category"]) == {"writing", "math"}
+    assert m["per_category"]["math"]["num_samples"] == 4
+    assert m["tokens_per_round"] == pytest.approx(m["mean_accepted_length"] + 1)
+    assert 0 < m["acceptance_rate"] <= 1 and m["tokens_per_second"] > 0
+    assert len(m["tokens_per_second_repeats"]) == 2 * 1  # batches never mix categories: 2 groups of 4
+    assert "| method |" in (tmp_path / "table.md").read_text()
+    bad = dict(on_disk)
+    del bad["tv_bias"]
+    with pytest.raises(ValueError, match="tv_bias"):
+        validate_metrics(bad)
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def test_killed_run_resumes_without_recomputing(models, tmp_path):
+    from specdec.generate import generate
+
+    seen: list[list[int]] = []
+
+    def crashing(target, proposer, prompts, **kw):
+        if len(seen) == 2:
+            raise Crash("killed")
+        seen.append(len(prompts))
+        return generate(target, proposer, prompts, **kw)
+
+    cfg = _cfg("sd")
+    cfg.eval.batch_size = 2
+    spec = build_method("sd", models, cfg)
+    ex = _examples(8)
+    with pytest.raises(Crash):
+        run_method(cfg, spec, models, TASK, ex, tmp_path, generate_fn=crashing)
+    first = (tmp_path / SAMPLES).read_text()
+    assert sorted(s["idx"] for s in read_jsonl(tmp_path / SAMPLES)) == [0, 1, 2, 3]
+    with open(tmp_path / SAMPLES, "a") as f:  # a torn line, as a kill during a write leaves
+        f.write('{"idx": 4, "completion": "tru')
+
+    with pytest.raises(FileExistsError, match="resume=true"):
+        run_method(cfg, spec, models, TASK, ex, tmp_path)
+    other = _cfg("sd")
+    other.eval.batch_size, other.resume, other.seed = 2, True, 1
+    with pytest.raises(ValueError, match="seed"):
+        run_method(other, spec, models, TASK, ex, tmp_path)
+
+    resumed: list[int] = []
+
+    def counting(target, proposer, prompts, **kw):
+        resumed.append(len(prompts))
+        return generate(target, proposer, prompts, **kw)
+
+    cfg.resume = True
+    m = run_method(cfg, spec, models, TASK, ex, tmp_path, generate_fn=counting)
+    assert resumed == [2, 2]  # only samples 4..7 were generated again
+    assert (tmp_path / SAMPLES).read_text().startswith(first)  # finished samples untouched
+    idx = [s["idx"] for s in read_jsonl(tmp_path / SAMPLES)]
+    assert sorted(idx) == list(range(8)) and m["num_samples"] == 8
+
+
+def test_resumed_run_equals_uninterrupted_run(models, tmp_path):
+    """Per-batch seeds make a resumed run produce the same samples as one that never stopped."""
+    cfg = _cfg("sd")
+    cfg.eval.batch_size = 2
+    spec = build_method("sd", models, cfg)
+    ex = _examples(4)
+    run_method(cfg, spec, models, TASK, ex, tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    lines = (tmp_path / "a" / SAMPLES).read_text().splitlines()
+    (tmp_path / "b" / SAMPLES).write_text(lines[0] + "\n" + lines[1] + "\n")
+    shutil.copy(tmp_path / "a" / "run.json", tmp_path / "b" / "run.json")
+    cfg.resume = True
+    run_method(cfg, spec, models, TASK, ex, tmp_path / "b")
+    strip = [{k: v for k, v in s.items()} for s in read_jsonl(tmp_path / "a" / SAMPLES)]
+    again = read_jsonl(tmp_path / "b" / SAMPLES)
+    assert [s["completion"] for s in again] == [s["completion"] for s in strip]
+
+
+def test_registry_hook_and_errors(models):
+    @register("_test_method")
+    def _builder(models, cfg):
+        return build_method("sd", models, cfg)
+
+    try:
+        assert METHODS["_test_method"] is _builder
+        with pytest.raises(ValueError, match="registered twice"):
+            register("_test_method")(_builder)
+    finally:
+        del METHODS["_test_method"]
+    with pytest.raises(ValueError, match="known methods"):
+        build_method("nope", models, _cfg("nope"))
+    with pytest.raises(ValueError, match="head=PATH"):
+        build_method("diversed", models, _cfg("diversed"))
+    with pytest.raises(ValueError, match="gamma"):
+        build_method("sd", models, _cfg("sd", gamma=0))
+
+
+def test_diversed_records_cross_task(models, head_dir, tmp_path):
+    cfg = _cfg("diversed", head_path=str(head_dir))
+    cfg.eval.num_samples, cfg.eval.max_new_tokens = 4, 16
+    spec = build_method("diversed", models, cfg)
+    assert spec.label == "diversed(λ=0.1)"
+    m = run_method(cfg, spec, models, TASK, _examples(4), tmp_path)
+    assert m["cross_task"] and m["head_task"] == "cnndm"
+    assert m["mean_w"] == pytest.approx(0.7, abs=1e-4)  # an untrained head outputs init_w everywhere
+    assert "Cross-task" in (tmp_path / "table.md").read_text()
