@@ -1,7 +1,7 @@
 """GSM8K: 0/1 exact match of the extracted final number.
 
 Extraction order (the first that yields a number wins):
-1. the first number after the last "####" (the GSM8K format the prompt asks for);
+1. the first number after the last "####", on the same line (the GSM8K format the prompt asks for);
 2. the first number after the last "Final Answer:" (case-insensitive; "The final answer is" too);
 3. the last number anywhere in the completion.
 Numbers are normalised before comparing: thousands commas and "$" removed, "-" kept, "18.0" == "18", "1,000" == "1000".
@@ -38,7 +38,7 @@ def _canonical(m: re.Match) -> str | None:
 def extract_answer(completion: str) -> tuple[str | None, str | None]:
     """(canonical number, method) where method is '####', 'final_answer' or 'last_number'; (None, None) if none."""
     if "####" in completion:
-        found = normalize_number(completion.rsplit("####", 1)[1])
+        found = normalize_number(completion.rsplit("####", 1)[1].lstrip(" \t").split("\n", 1)[0])
         if found is not None:
             return found, "####"
     marks = list(FINAL_ANSWER.finditer(completion))

@@ -214,21 +214,32 @@ def _communicate(proc, token, parts, res_r, limits, start):
                 status = "output_limit"
                 break
     sel.close()
-    if status is None:
-        try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
-        except subprocess.TimeoutExpired:
-            status = "timeout"
+    if status is None and not _wait_exit(proc.pid, deadline):
+        status = "timeout"
     out, err = bufs[proc.stdout.fileno()], bufs[proc.stderr.fileno()]
     return status, bytes(out), bytes(err), bytes(bufs[res_r])
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
+def _wait_exit(pid: int, deadline: float) -> bool:
+    """Wait until the child exits, WITHOUT reaping it: its zombie keeps the process-group id from being reused
+    until _kill has killed whatever else is left in the group. False on the deadline."""
+    while True:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            proc.kill()
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill the whole process group (also when the leader already exited), then reap the leader."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     proc.wait()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None and not stream.closed:

