@@ -39,7 +39,11 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
     violations: list[str] = []
     # _posixsubprocess.fork_exec raises no audit event: without it, subprocess/multiprocessing cannot start.
-    banned_imports = ("ctypes", "_ctypes", "cffi", "_posixsubprocess")
+    # Subinterpreters run without this interpreter's audit hooks; _testcapi and friends poke at raw memory.
+    banned_imports = (
+        "ctypes", "_ctypes", "cffi", "_posixsubprocess", "_xxsubinterpreters", "_xxinterpchannels",
+        "_interpreters", "_interpqueues", "_interpchannels", "_testcapi", "_testinternalcapi", "_testmultiphase",
+    )  # fmt: skip
     finished: list[bool] = []
 
     deny_always = {
@@ -48,6 +52,7 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
         "resource.setrlimit", "resource.prlimit", "sys.settrace", "sys.setprofile", "sys._current_frames",
         "sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "ctypes.dlopen",
         "ctypes.dlsym", "ctypes.cdata", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at",
+        "sys.monitoring.register_callback",
     }  # fmt: skip
     path_events = {  # event -> positions of path arguments and of dir_fd arguments
         "os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)), "os.rename": ((0, 1), (2, 3)),

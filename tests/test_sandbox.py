@@ -157,8 +157,10 @@ def test_reading_a_parent_secret(mode, unharmed, monkeypatch):
         ("import gc\nprint(len(gc.get_objects()))\n", "blocked"),
         ("import sys\nsys.settrace(lambda *a: None)\n", "blocked"),
         ("import ctypes\n", "blocked"),
+        # a subinterpreter would run without the audit hook
+        ("import _xxsubinterpreters as s\ns.run_string(s.create(), 'import os; os._exit(0)')\n", "blocked"),
     ],
-    ids=["sys.exit", "SystemExit", "os._exit", "fake-token", "frame-walk", "gc", "settrace", "ctypes"],
+    ids=["sys.exit", "SystemExit", "os._exit", "fake-token", "frame-walk", "gc", "settrace", "ctypes", "subinterp"],
 )
 def test_exit_before_the_asserts_is_not_a_pass(mode, unharmed, program, status):
     res = run([("code", program), ("tests", "assert False, 'the tests must never be reached'\n")], mode)
