@@ -1,6 +1,7 @@
 """Decode one prompt with a chosen proposer and verification rule; print the text and acceptance statistics.
 
     python -m specdec --prompt "Question: Tom has 3 apples..." --rule static --w 0.5 --gamma 5
+    python -m specdec --head outputs/train/.../export            # decode with a trained ensemble head
     python -m specdec --target meta-llama/Llama-3.1-8B-Instruct --draft meta-llama/Llama-3.2-1B-Instruct \\
         --device cuda --dtype bfloat16 --prompt "..."
 
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> None:
                                         "Answer (end with #### <number>):\n")
     ap.add_argument("--proposer", choices=["draft", "ngram", "none"], default="draft")
     ap.add_argument("--rule", choices=["exact", "static", "lossy", "cascade"], default="exact")
+    ap.add_argument("--head", help="exported ensemble head dir (head.safetensors + config.json): rule = the head")
     ap.add_argument("--w", type=float, default=0.5, help="static ensemble weight on the target")
     ap.add_argument("--lenience", type=float, default=0.5, help="lossy rule lenience l")
     ap.add_argument("--threshold", type=float, default=0.1, help="cascade deferral threshold")
@@ -58,6 +60,16 @@ def main(argv: list[str] | None = None) -> None:
     gamma = 0 if proposer is None else args.gamma
     kw = {"static": {"w": args.w}, "lossy": {"lenience": args.lenience}, "cascade": {"threshold": args.threshold}}
     rule = make_rule(args.rule, **kw.get(args.rule, {}))
+    if args.head:
+        from heads import load_head, tokenizer_hash
+
+        if not isinstance(proposer, DraftModelProposer):
+            ap.error("--head needs the draft-model proposer (the head reads the draft's hidden states)")
+        head, meta = load_head(args.head, device=device, expect={
+            "hidden_q": proposer.lm.hidden_size, "hidden_p": target.hidden_size,
+            "tokenizer_hash": tokenizer_hash(tokenizer)})
+        rule = make_rule("head", head=head)
+        args.rule = f"head({args.head})"
 
     ids = tokenizer(args.prompt, add_special_tokens=True)["input_ids"]
     gen = torch.Generator(device=device).manual_seed(args.seed)
