@@ -100,6 +100,7 @@ def _bwrap_prefix(exe: str, limits: Limits) -> list[str]:
         cmd += ["--tmpfs", hidden]
         if prefix == hidden or prefix.startswith(hidden + "/"):
             cmd += ["--ro-bind", prefix, prefix]
+        cmd += ["--remount-ro", hidden]  # an empty, read-only stand-in (a writable tmpfs could fill memory)
     cmd += ["--unshare-all", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
         cmd += ["--cap-drop", "ALL"]
