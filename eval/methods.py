@@ -38,6 +38,9 @@ class MethodSpec:
     label: str = ""  # short display name, e.g. "static(w=0.30)"
     params: dict[str, Any] = field(default_factory=dict)  # what metrics.json records about the method
     head_meta: dict | None = None  # config.json of the head, for heads
+    # Hooks for methods with their own decoding loop or metrics (eval/methods_contrastive.py):
+    generate_fn: Callable[..., Any] | None = None  # specdec.generate.generate's signature; None: the engine's
+    extra_metrics: Callable[[list[dict], list[dict]], dict] | None = None  # (samples, batches) -> more metrics
 
 
 # ---------------------------------------------------------------- the models

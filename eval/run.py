@@ -150,8 +150,10 @@ def load_task_examples(cfg: DictConfig, task: Task):
     from data.loaders import load_examples
 
     d = data_settings(cfg)
+    # the data seed (task config) is not the decoding seed: repeats with other seeds see the same examples
     return load_examples(task.name, path=d.get("path"), source=d["source"], split=d["split"],
-                         n=int(cfg.eval.num_samples), seed=int(cfg.seed))
+                         n=None if cfg.eval.num_samples is None else int(cfg.eval.num_samples),
+                         seed=int(d.get("seed", 0)))
 
 
 def encode_prompts(task: Task, rows: list[dict], tokenizer, window: int, reserve: int) -> tuple[list, int]:
@@ -186,13 +188,13 @@ def run_method(
     """Generate, score and measure one method on the examples; returns the metrics dict (also written)."""
     from specdec.generate import generate as engine_generate
 
-    generate_fn = generate_fn or engine_generate
+    generate_fn = generate_fn or spec.generate_fn or engine_generate
     out_dir = Path(out_dir)
     rows = examples.rows
     n = len(rows)
     target = spec.target or models.target
     tok = models.tokenizer
-    max_new = int(cfg.eval.max_new_tokens or task.max_new_tokens)
+    max_new = int(cfg.eval.max_new_tokens or cfg.task.get("max_new_tokens") or task.max_new_tokens)
     temperature = float(cfg.temperature)
     bs = int(cfg.eval.batch_size)
     seed = int(cfg.seed)
@@ -240,7 +242,8 @@ def run_method(
         if task.reward is not None:
             from rewards import score
 
-            scores = list(score(task.name, texts, [task.reference(rows[i]) for i in batch]).scores)
+            opts = dict(cfg.task.get("reward_opts") or {})
+            scores = list(score(task.name, texts, [task.reference(rows[i]) for i in batch], **opts).scores)
         lines = []
         for b, i in enumerate(batch):
             lines.append({"idx": i, "id": rows[i].get("id", rows[i].get("question_id", i)), "category": groups[i],
@@ -251,6 +254,7 @@ def run_method(
             "first_idx": batch[0], "size": len(batch), "category": groups[batch[0]], "wall_s": wall,
             "new_tokens": int(st.get("new_tokens", sum(len(t) for t in out.tokens))),
             "time_proposer": float(st.get("time_proposer", 0.0)), "time_target": float(st.get("time_target", 0.0)),
+            "time_amateur": float(st.get("time_amateur", 0.0)), "time_verify": float(st.get("time_verify", 0.0)),
             "proposer_calls": int(st.get("proposer_calls", 0)), "target_calls": int(st.get("target_calls", 0)),
         }])
         append_jsonl(out_dir / SAMPLES, lines)  # last: a sample line means its batch is fully recorded
@@ -286,6 +290,8 @@ def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any,
         "cross_task": bool(htask is not None and htask != task.name),
     }
     m.update(_summary(samples, batches, cfg))
+    if spec.extra_metrics is not None:
+        m.update(spec.extra_metrics(samples, batches))
     cats = sorted({s["category"] for s in samples if s.get("category") is not None})
     m["per_category"] = ({c: _summary([s for s in samples if s.get("category") == c],
                                       [b for b in batches if b.get("category") == c], cfg) for c in cats}
@@ -294,7 +300,7 @@ def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any,
     (out_dir / METRICS).write_text(json.dumps(m, indent=2, sort_keys=True))
     table = markdown_table([m])
     if m["per_category"]:
-        table += "\n\n" + markdown_table([{"method": c, **v} for c, v in m["per_category"].items()])
+        table += "\n\nPer category:\n\n" + markdown_table([{**v, "label": c} for c, v in m["per_category"].items()])
     if m["cross_task"]:
         table += f"\n\nCross-task: head trained on {htask}, evaluated on {task.name}."
     (out_dir / TABLE).write_text(table + "\n")

@@ -256,3 +256,25 @@ def test_diversed_records_cross_task(models, head_dir, tmp_path):
     assert m["cross_task"] and m["head_task"] == "cnndm"
     assert m["mean_w"] == pytest.approx(0.7, abs=1e-4)  # an untrained head outputs init_w everywhere
     assert "Cross-task" in (tmp_path / "table.md").read_text()
+
+
+def test_hydra_config_static_sweep_end_to_end(micro_trio, tmp_path):
+    """The real conf/eval.yaml, the task's loader and reward: a two-point static sweep into w=*/ directories."""
+    from hydra import compose, initialize_config_dir
+
+    from eval.run import evaluate, rewrite_head_arg
+
+    assert rewrite_head_arg(["run.py", "head=/a/b", "heads=[x]"]) == ["run.py", "head_path=/a/b", "heads=[x]"]
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("eval", overrides=[f"model.dir={micro_trio}", "method=static_sweep", "method.grid=[0.0,1.0]",
+                                         "eval.num_samples=2", "eval.batch_size=2", "eval.max_new_tokens=12",
+                                         "eval.progress=false", "eval.warmup=false"])
+    results = evaluate(cfg, out_dir=tmp_path)
+    assert [m["label"] for m in results] == ["static(w=0.00)", "static(w=1.00)"]
+    assert results[0]["acceptance_rate"] == 1.0 and results[0]["mean_w"] == 0.0  # nu = q accepts everything
+    assert results[1]["tv_bias"] == pytest.approx(0.0, abs=1e-5)  # nu = p: lossless
+    for m in results:
+        assert m["data_label"] == "synthetic" and m["task"] == "gsm8k" and m["task_score"] is not None
+        validate_metrics(json.loads((tmp_path / f"w={m['params']['w']:.2f}" / "metrics.json").read_text()))
+    assert "static(w=1.00)" in (tmp_path / "table.md").read_text()
