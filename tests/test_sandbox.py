@@ -208,3 +208,27 @@ def test_missing_bwrap_when_required(monkeypatch):
     monkeypatch.setenv("SPECDEC_SANDBOX_BWRAP", "auto")
     with pytest.warns(RuntimeWarning, match="not installed or cannot run"):
         assert run_program("assert True\n").passed  # auto: falls back, loudly
+
+
+def test_bwrap_alone_contains_the_program(monkeypatch, unharmed):
+    """Defense in depth: with the audit hook removed from the child, bubblewrap by itself still protects."""
+    if not sandbox.bwrap_available():
+        pytest.skip("bubblewrap is not available here")
+    no_hook = sandbox._CHILD_SOURCE.replace("    sys.addaudithook(hook)\n", "    pass\n")
+    assert no_hook != sandbox._CHILD_SOURCE
+    monkeypatch.setattr(sandbox, "_CHILD_SOURCE", no_hook)
+    keep = unharmed / "keep.txt"
+    programs = [
+        f"open({str(PROJECT / 'sandbox_escape.txt')!r}, 'w').write('x')",
+        f"open({str(Path.home() / 'sandbox_escape.txt')!r}, 'w').write('x')",
+        "open('/etc/sandbox_escape.txt', 'w').write('x')",
+        f"import os\nos.remove({str(keep)!r})",
+        "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)",
+        "import os\nos.kill(os.getppid(), 9)",  # the parent is outside its pid namespace
+        "import subprocess\nsubprocess.run(['sh', '-c', 'touch /tmp/x " + str(PROJECT / "sandbox_escape2.txt") + "'])",
+    ]
+    for program in programs:
+        res = run_program(program, limits=LIMITS, use_bwrap=True)
+        assert not res.passed
+    assert not (PROJECT / "sandbox_escape.txt").exists() and not (PROJECT / "sandbox_escape2.txt").exists()
+    assert not (Path.home() / "sandbox_escape.txt").exists() and not Path("/etc/sandbox_escape.txt").exists()
