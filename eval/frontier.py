@@ -92,10 +92,14 @@ def closing_rows(rows: list[dict]) -> list[dict]:
     refs = [(h["task_score"], h["label"]) for h in heads if h.get("task_score") is not None]
     if not refs and "sd" in by and by["sd"].get("task_score") is not None:
         refs = [(by["sd"]["task_score"], "sd")]
+    chosen: dict[str, tuple[dict, list[str]]] = {}  # one row per static point, naming every reference it matches
     for score, who in refs or [(None, "")]:
         b = best_static(rows, score)
         if b is not None:
-            out.append({**b, "label": f"{b['label']} (best ≥ {who} score)" if who else b["label"]})
+            chosen.setdefault(b["label"], (b, []))[1].append(who)
+    for b, whos in chosen.values():
+        whos = [w for w in whos if w]
+        out.append({**b, "label": f"{b['label']} (best ≥ {', '.join(whos)} score)" if whos else b["label"]})
     out += [m for k, m in by.items() if k not in ("ar_target", "ar_draft", "sd")]
     return out + heads
 

@@ -278,3 +278,28 @@ def test_hydra_config_static_sweep_end_to_end(micro_trio, tmp_path):
         assert m["data_label"] == "synthetic" and m["task"] == "gsm8k" and m["task_score"] is not None
         validate_metrics(json.loads((tmp_path / f"w={m['params']['w']:.2f}" / "metrics.json").read_text()))
     assert "static(w=1.00)" in (tmp_path / "table.md").read_text()
+
+
+def test_lossy_output_rule_is_the_same_procedure():
+    """Verifying against output_distribution(p/l, q) accepts each draft with the same probability and draws the
+    same residual as Leviathan's p/l, and its nu is the lenient rule's real output (so its TV bias is right)."""
+    from eval.methods import LossyOutputRule
+    from specdec.targets import LossyRule
+    from specdec.verify import output_distribution
+
+    g = torch.Generator().manual_seed(0)
+    B, V, lenience = 64, 10, 0.4
+    p = torch.softmax(2 * torch.randn(B, GAMMA + 1, V, generator=g, dtype=torch.float64), -1)
+    q = torch.softmax(2 * torch.randn(B, GAMMA, V, generator=g, dtype=torch.float64), -1)
+    scores = RoundScores(p.log(), 1.0, q)
+    raw, _ = LossyRule(lenience)(scores)
+    eff, _ = LossyOutputRule(lenience)(scores)
+    assert torch.allclose(eff[:, :GAMMA].sum(-1), torch.ones(B, GAMMA, dtype=torch.float64))
+    assert torch.allclose(eff[:, GAMMA], p[:, GAMMA])  # the bonus token still comes from p
+    beta_raw = torch.clamp(raw[:, :GAMMA] / q, max=1.0)
+    beta_eff = torch.clamp(eff[:, :GAMMA] / q, max=1.0)
+    assert torch.allclose(beta_raw, beta_eff)  # same acceptance probability for every possible draft token
+    assert torch.allclose(output_distribution(eff[:, :GAMMA], q), output_distribution(raw[:, :GAMMA], q))
+    assert torch.allclose(output_distribution(eff[:, :GAMMA], q), eff[:, :GAMMA])
+    tv = 0.5 * (eff[:, :GAMMA] - p[:, :GAMMA]).abs().sum(-1)
+    assert float(tv.mean()) > 0.05  # the lenient rule is biased, and now the records say so
