@@ -303,3 +303,26 @@ def test_lossy_output_rule_is_the_same_procedure():
     assert torch.allclose(output_distribution(eff[:, :GAMMA], q), eff[:, :GAMMA])
     tv = 0.5 * (eff[:, :GAMMA] - p[:, :GAMMA]).abs().sum(-1)
     assert float(tv.mean()) > 0.05  # the lenient rule is biased, and now the records say so
+
+
+def test_specbench_speed_and_acceptance_per_category(micro_trio, shared_dir, tmp_path):
+    """task=specbench on the real question.jsonl: no reward, acceptance and speed per category."""
+    from hydra import compose, initialize_config_dir
+
+    from eval.run import evaluate
+
+    path = shared_dir / "data" / "specbench" / "question.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is absent")
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("eval", overrides=[f"model.dir={micro_trio}", "task=specbench", f"data.path={path}",
+                                         "eval.num_samples=6", "eval.batch_size=3", "eval.max_new_tokens=8",
+                                         "eval.progress=false", "eval.warmup=false"])
+    (m,) = evaluate(cfg, out_dir=tmp_path)
+    assert m["task_score"] is None and m["task_score_ci"] is None and m["data_label"] == "real"
+    cats = {json.loads(x)["category"] for x in path.read_text().splitlines() if x.strip()}
+    assert m["per_category"] and set(m["per_category"]) <= cats
+    assert sum(c["num_samples"] for c in m["per_category"].values()) == 6
+    assert all(c["tokens_per_second"] and c["acceptance_rate"] is not None for c in m["per_category"].values())
+    assert "Per category" in (tmp_path / "table.md").read_text()
