@@ -344,12 +344,17 @@ def evaluate(cfg: DictConfig, out_dir: str | Path | None = None, models: Models 
 
 
 def log_wandb(cfg: DictConfig, results: list[dict], images: dict[str, Path] | None = None) -> None:
-    if not cfg.get("wandb", {}).get("enabled", False):
+    """Metrics (and pictures) to W&B when the logger group says so (logger=wandb|online|offline)."""
+    lg = cfg.get("logger")
+    if not lg or lg.get("kind") != "wandb":
         return
     import wandb
 
-    run = wandb.init(project=cfg.wandb.get("project", "specdec"), config=OmegaConf.to_container(cfg, resolve=True),
-                     job_type="eval", reinit=True)
+    mode = os.environ.get("WANDB_MODE") or lg.get("mode", "offline")
+    if mode == "auto":
+        mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
+    run = wandb.init(project=lg.get("project", "specdec"), entity=lg.get("entity"), mode=mode, job_type="eval",
+                     config=OmegaConf.to_container(cfg, resolve=True), reinit=True)
     for m in results:
         flat = {f"{m['label']}/{k}": v for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)
                 and not (isinstance(v, float) and math.isnan(v))}
