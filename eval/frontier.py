@@ -41,7 +41,8 @@ FRONTIER_COLUMNS = [
     *(_COL[k] for k in ("label", "task_score", "task_score_ci", "acceptance_rate", "mean_accepted_length",
                         "expected_length_exact", "expected_length_iid", "tokens_per_round", "tokens_per_second")),
     ("rejection_rate", "reject", "{:.3f}"), ("tv_bias_tested", "bias", "{:.3f}"),
-    ("line_gap", "rej+bias−E[TV]", "{:+.3f}"), _COL["mean_w"], _COL["num_samples"],
+    ("line_gap", "rej+bias−E[TV]", "{:+.3f}"), ("speedup", "× AR", "{:.2f}"), _COL["mean_w"],
+    _COL["num_samples"],
 ]
 
 
@@ -183,8 +184,11 @@ def plot_rejection_vs_bias(rows: list[dict], path: Path, title: str = "") -> Pat
 def write_report(rows: list[dict], out_dir: Path, title: str = "") -> dict[str, Path]:
     """The two PNGs and frontier.md into out_dir; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    ar = next((m for m in rows if m["method"] == "ar_target" and m.get("tokens_per_second")), None)
     for m in rows:
         m["line_gap"] = line_gap(m)
+        tps = m.get("tokens_per_second")
+        m["speedup"] = tps / ar["tokens_per_second"] if (ar and tps) else None
     order = {"baseline": 0, "static": 1, "head": 2}
     rows = sorted(rows, key=lambda m: (order[kind(m)], m.get("params", {}).get("w", 0), m["label"]))
     paths: dict[str, Path] = {}
@@ -203,7 +207,8 @@ def write_report(rows: list[dict], out_dir: Path, title: str = "") -> dict[str, 
         "\n## All runs\n", markdown_table(rows, FRONTIER_COLUMNS),
         *(["\n## Cross-task\n", *cross] if cross else []),
         "\nrej+bias−E[TV]: rejection rate + TV bias − mean TV(p, q), all on tested positions; 0 in expectation "
-        "for a static ensemble, negative where a head beats the static frontier.\n",
+        "for a static ensemble, negative where a head beats the static frontier. × AR: tokens/s over ar_target's "
+        "(medians over batches, same run).\n",
     ])
     (out_dir / "frontier.md").write_text(text)
     paths["table"] = out_dir / "frontier.md"
