@@ -2,7 +2,7 @@
 
     python eval/run.py method=cd alpha=0.5 beta=0.1
     python eval/run.py -m method=cd,dcd,dcd_ngram,scd,cos alpha=0.0,0.1,0.3,0.5,1.0
-    python -m eval.methods_contrastive multirun/eval/<dir>     # speed + α-robustness tables of a sweep
+    python bench/contrastive_speed.py --tables multirun/eval/<dir>   # speed + α-robustness tables of a sweep
 
   * cd        vanilla contrastive decoding: expert and amateur one token at a time (γ = 0 through the engine).
   * dcd       the draft model (expert-aligned) proposes; expert and amateur each run one parallel pass over the
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -206,18 +205,3 @@ def load_metrics(root: str | Path) -> list[dict]:
         if isinstance(m.get("params"), dict) and m["params"].get("contrastive") in CONTRASTIVE:
             rows.append(m)
     return rows
-
-
-def main(argv: list[str]) -> None:
-    if len(argv) != 1:
-        raise SystemExit("usage: python -m eval.methods_contrastive RUN_OR_MULTIRUN_DIR")
-    rows = load_metrics(argv[0])
-    if not rows:
-        raise SystemExit(f"no contrastive metrics.json under {argv[0]} (run eval/run.py method=cd|dcd|... first)")
-    print(speed_table(rows))
-    print()
-    print(alpha_robustness(rows))
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
