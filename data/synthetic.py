@@ -109,7 +109,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
         op = rng.choice(["buy", "groups", "give", "lose", "mult"])
         if op in ("give", "lose") and total < 4:
             op = "buy"
-        if op == "mult" and total * 3 > 999:
+        if op == "mult" and total > 60:
             op = "give"
         c = qconn()
         if op == "buy":
@@ -145,7 +145,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
                     f"Losing {n} leaves {total} - {n} = {new}.",
                 ]))
         else:
-            f = 2 if total * 3 > 999 else rng.choice([2, 3])
+            f = 2 if total > 30 else rng.choice([2, 3])
             word = {2: "doubles", 3: "triples"}[f]
             new = total * f
             q.append(f"{c}, {pron} {word} {poss} {items}.")
@@ -155,7 +155,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
             ]))
         total = new
     if final == "sell":
-        p = rng.randint(2, 9)
+        p = rng.randint(2, 5)
         q.append(f"{_cap(pron)} sells each {item} for ${p}. How much money does {pron} make?")
         res = total * p
         a.append(rng.choice([
@@ -184,7 +184,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
     return {"question": " ".join(q), "answer": "\n".join(a) + f"\n#### {res}"}
 
 
-def gsm8k_row(rng: random.Random, *, steps: tuple[int, int] = (2, 3), max_operand: int = 20) -> dict:
+def gsm8k_row(rng: random.Random, *, steps: tuple[int, int] = (2, 3), max_operand: int = 12) -> dict:
     """One GSM8K-schema problem. Difficulty: `steps` = (min, max) worked lines, `max_operand` operand size."""
     while True:
         row = _gsm8k_one(rng, steps, max_operand)

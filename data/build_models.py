@@ -1,0 +1,347 @@
+"""Build the embedded default: a tiny target / draft / amateur trio trained here, on the synthetic tasks.
+
+    python -m data.build_models [--out DIR] [--seed S]      (also: make models)
+
+- tokenizer: character level (data/tokenizer.py), saved in Hugging Face format;
+- target: Llama, the strongest 2 CPU cores train in minutes, cross-entropy on the gold completions;
+- draft: ~10-40x fewer FLOPs per token, distilled from the target (KL(p_target || q_draft) on the gold data
+  and on target samples), i.e. expert-aligned;
+- amateur: a weak model of the same family and tokenizer, trained on the data alone, briefly (for DCD).
+
+Every model is trained on `format_prompt(ex) + target_text(ex) + <eos>` (after <bos>) over the synthetic
+train splits of gsm8k, cnndm, xsum and mbpp, mixed; the loss covers the completion and <eos> only.
+Resumable: each model writes `<name>/DONE` when finished and a checkpoint (model + optimizer) every few
+hundred steps; re-running continues where it stopped. Deterministic by seed: the batch of step i depends on
+(seed, i) only. Where the trio lives: --out, else $SPECDEC_MODELS_DIR, else artifacts/models/tiny.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from data import synthetic
+from data.tasks import get_task
+from data.tokenizer import BOS_ID, EOS_ID, PAD_ID, VOCAB, encode_fast, save_tokenizer
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIR = PROJECT_ROOT / "artifacts" / "models" / "tiny"
+ENV_VAR = "SPECDEC_MODELS_DIR"
+TASK_MIX = {"gsm8k": 0.55, "cnndm": 0.15, "xsum": 0.15, "mbpp": 0.15}  # gsm8k carries the accuracy bar
+MODEL_NAMES = ("target", "draft", "amateur")
+
+
+@dataclass
+class Arch:
+    hidden: int
+    layers: int
+    heads: int
+    mlp: int
+
+
+@dataclass
+class Train:
+    steps: int
+    batch: int
+    lr: float
+    warmup: int = 50
+    weight_decay: float = 0.01
+    distill: bool = False  # KL to the target instead of cross-entropy on the data
+    sample_frac: float = 0.0  # share of each distillation batch made of target samples (rest: gold data)
+
+
+@dataclass
+class Recipe:
+    target: Arch
+    draft: Arch
+    amateur: Arch
+    train_target: Train
+    train_draft: Train
+    train_amateur: Train
+    pool: int = 20000  # synthetic train rows per task
+    samples: int = 0  # target samples (T=1) drawn once for distillation
+    ckpt_every: int = 200
+    gsm8k_knobs: dict = field(default_factory=lambda: {"steps": (2, 3), "max_operand": 12})
+
+
+FULL = Recipe(
+    target=Arch(hidden=96, layers=3, heads=4, mlp=256),
+    draft=Arch(hidden=32, layers=1, heads=2, mlp=96),
+    amateur=Arch(hidden=48, layers=1, heads=2, mlp=128),
+    train_target=Train(steps=1200, batch=16, lr=3e-3),
+    train_draft=Train(steps=600, batch=16, lr=5e-3, distill=True, sample_frac=0.5),
+    train_amateur=Train(steps=300, batch=16, lr=5e-3),
+    samples=1024,
+)
+MICRO = Recipe(
+    target=Arch(hidden=32, layers=2, heads=2, mlp=64),
+    draft=Arch(hidden=16, layers=1, heads=2, mlp=32),
+    amateur=Arch(hidden=16, layers=1, heads=2, mlp=32),
+    train_target=Train(steps=12, batch=8, lr=3e-3, warmup=2),
+    train_draft=Train(steps=8, batch=8, lr=3e-3, warmup=2, distill=True, sample_frac=0.5),
+    train_amateur=Train(steps=6, batch=8, lr=3e-3, warmup=2),
+    pool=200,
+    samples=8,
+    ckpt_every=5,
+)
+
+
+# ------------------------------------------------------------------ models
+def make_config(arch: Arch) -> LlamaConfig:
+    return LlamaConfig(
+        vocab_size=len(VOCAB), hidden_size=arch.hidden, intermediate_size=arch.mlp,
+        num_hidden_layers=arch.layers, num_attention_heads=arch.heads, num_key_value_heads=arch.heads,
+        max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=BOS_ID, eos_token_id=EOS_ID,
+        pad_token_id=PAD_ID, attn_implementation="sdpa",
+    )
+
+
+def flops_per_token(arch: Arch, context: int = 256) -> dict:
+    """Forward FLOPs per token: 2 per weight multiply-add (projections, MLP, LM head) plus attention
+    scores and values over `context` previous tokens."""
+    h, L, V = arch.hidden, arch.layers, len(VOCAB)
+    weights = L * (4 * h * h + 3 * h * arch.mlp) + h * V  # tied embedding used once, as the LM head
+    return {"matmul": 2 * weights, "attention": 2 * 2 * L * context * h, "total": 2 * weights + 4 * L * context * h,
+            "context": context}
+
+
+# ------------------------------------------------------------------ data
+def _rows(task: str, n: int, seed: int, knobs: dict) -> list[dict]:
+    return synthetic.generate(task, "train", n, seed, **(knobs if task == "gsm8k" else {}))
+
+
+def encode_examples(task: str, rows: list[dict]) -> list[tuple[np.ndarray, int]]:
+    """(ids of <bos> prompt completion <eos>, index of the first completion token) per row."""
+    t = get_task(task)
+    out = []
+    for ex in rows:
+        p, c = encode_fast(t.format_prompt(ex)), encode_fast(t.target_text(ex))
+        out.append((np.concatenate([[BOS_ID], p, c, [EOS_ID]]), 1 + len(p)))
+    return out
+
+
+def make_batch(pool: list[tuple[np.ndarray, int]], idx: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids [B,T] and loss mask [B,T] (1 where the *next* token is completion or <eos>)."""
+    T = max(len(pool[i][0]) for i in idx)
+    ids = torch.full((len(idx), T), PAD_ID, dtype=torch.long)
+    mask = torch.zeros(len(idx), T)
+    for r, i in enumerate(idx):
+        seq, start = pool[i]
+        ids[r, : len(seq)] = torch.from_numpy(seq)
+        mask[r, start - 1 : len(seq) - 1] = 1.0
+    return ids, mask
+
+
+def step_indices(seed: int, step: int, batch: int, pools: dict[str, list], mix: dict[str, float]) -> list:
+    """The batch of step `step`: a function of (seed, step) alone, so resuming replays the same data."""
+    g = np.random.default_rng([seed, step])
+    names = list(pools)
+    tasks = g.choice(len(names), size=batch, p=np.array([mix[n] for n in names]) / sum(mix[n] for n in names))
+    return [(names[t], int(g.integers(len(pools[names[t]])))) for t in tasks]
+
+
+def batch_for(sel: list[tuple[str, int]], pools: dict[str, list]) -> tuple[torch.Tensor, torch.Tensor]:
+    flat = [pools[t][i] for t, i in sel]
+    return make_batch(flat, list(range(len(flat))))
+
+
+# ------------------------------------------------------------------ training
+def lr_at(step: int, tr: Train) -> float:
+    if step < tr.warmup:
+        return tr.lr * (step + 1) / tr.warmup
+    frac = (step - tr.warmup) / max(1, tr.steps - tr.warmup)
+    return tr.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def train_model(
+    name: str, arch: Arch, tr: Train, pools: dict[str, list], out: Path, seed: int, ckpt_every: int,
+    teacher: LlamaForCausalLM | None = None, sample_pool: list | None = None, progress: bool = True,
+) -> dict:
+    """Train one model (resumable) and save it to out/name; returns its training record."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    done = out / name / "DONE"
+    if done.exists():
+        return json.loads(done.read_text())
+    torch.manual_seed(seed * 1000 + MODEL_NAMES.index(name))
+    model = LlamaForCausalLM(make_config(arch))
+    opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, weight_decay=tr.weight_decay, betas=(0.9, 0.98))
+    ckpt = out / f"{name}.ckpt.pt"
+    start, elapsed, tokens = 0, 0.0, 0
+    if ckpt.exists():
+        state = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start, elapsed, tokens = state["step"], state["elapsed"], state["tokens"]
+    model.train()
+    t0 = time.time() - elapsed
+    bar = tqdm(range(start, tr.steps), desc=f"train {name}", disable=not progress, initial=start, total=tr.steps)
+    ema = None
+    for step in bar:
+        n_samp = int(round(tr.sample_frac * tr.batch)) if (tr.distill and sample_pool) else 0
+        sel = step_indices(seed + 17 * MODEL_NAMES.index(name), step, tr.batch - n_samp, pools, TASK_MIX)
+        if n_samp:
+            g = np.random.default_rng([seed, step, 99])
+            sel += [("_samples", int(g.integers(len(sample_pool)))) for _ in range(n_samp)]
+        ids, mask = batch_for(sel, {**pools, "_samples": sample_pool or []})
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, tr)
+        logits = model(input_ids=ids).logits.float()
+        if tr.distill:
+            with torch.no_grad():
+                p_log = F.log_softmax(teacher(input_ids=ids).logits.float(), -1)
+            q_log = F.log_softmax(logits, -1)
+            per_tok = (p_log.exp() * (p_log - q_log)).sum(-1)  # KL(p_target || q_draft)
+        else:
+            per_tok = F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), ids[:, 1:].reshape(-1),
+                                      reduction="none").view(ids.size(0), -1)
+            per_tok = F.pad(per_tok, (0, 1))
+        loss = (per_tok * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        tokens += int((ids != PAD_ID).sum())
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        bar.set_postfix(loss=f"{ema:.3f}", tok_s=f"{tokens / max(1e-9, time.time() - t0):.0f}")
+        if (step + 1) % ckpt_every == 0 and step + 1 < tr.steps:
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
+                        "elapsed": time.time() - t0, "tokens": tokens}, ckpt)
+    bar.close()
+    model.eval()
+    model.save_pretrained(out / name)
+    rec = {"name": name, "arch": asdict(arch), "train": asdict(tr), "final_loss": ema, "tokens_seen": tokens,
+           "seconds": round(time.time() - t0, 1),
+           "params": sum(p.numel() for p in model.parameters()), "flops_per_token": flops_per_token(arch)}
+    done.write_text(json.dumps(rec, indent=1))
+    if ckpt.exists():
+        ckpt.unlink()
+    return rec
+
+
+@torch.no_grad()
+def sample_completions(model: LlamaForCausalLM, pools: dict[str, list], n: int, seed: int,
+                       progress: bool = True, batch: int = 64) -> list[tuple[np.ndarray, int]]:
+    """n target samples at temperature 1 for prompts of the training pools (the distillation data)."""
+    sel = step_indices(seed, 10**6, n, pools, TASK_MIX)
+    torch.manual_seed(seed + 4242)
+    out = []
+    model.eval()
+    for b in tqdm(range(0, n, batch), desc="sample target", disable=not progress):
+        chunk = sel[b : b + batch]
+        prompts = [pools[t][i][0][: pools[t][i][1]] for t, i in chunk]
+        max_new = max(get_task(t).max_new_tokens for t, _ in chunk)
+        L = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), L), PAD_ID, dtype=torch.long)
+        att = torch.zeros(len(prompts), L, dtype=torch.long)
+        for r, p in enumerate(prompts):  # left padding
+            ids[r, L - len(p):] = torch.from_numpy(p)
+            att[r, L - len(p):] = 1
+        gen = model.generate(input_ids=ids, attention_mask=att, do_sample=True, temperature=1.0, top_k=0,
+                             top_p=1.0, max_new_tokens=max_new, eos_token_id=EOS_ID, pad_token_id=PAD_ID)
+        for r, p in enumerate(prompts):
+            new = gen[r, L:].tolist()
+            new = new[: new.index(EOS_ID) + 1] if EOS_ID in new else new
+            out.append((np.concatenate([p, np.array(new, dtype=np.int64)]), len(p)))
+    return out
+
+
+# ------------------------------------------------------------------ build
+def resolve_dir(out: str | Path | None = None) -> Path:
+    """--out / config, else $SPECDEC_MODELS_DIR, else artifacts/models/tiny; relative paths are taken from
+    the project root."""
+    d = Path(out or os.environ.get(ENV_VAR) or DEFAULT_DIR).expanduser()
+    return d if d.is_absolute() else PROJECT_ROOT / d
+
+
+def is_built(out: str | Path) -> bool:
+    out = Path(out)
+    return (out / "manifest.json").exists() and all((out / n / "DONE").exists() for n in MODEL_NAMES)
+
+
+def build(out: str | Path | None = None, seed: int = 0, recipe: Recipe = FULL, progress: bool = True) -> Path:
+    """Build (or finish building) the trio into `out`; returns the directory."""
+    out = resolve_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.time()
+    save_tokenizer(out / "tokenizer")
+    pools = {t: encode_examples(t, _rows(t, recipe.pool, seed, recipe.gsm8k_knobs)) for t in TASK_MIX}
+    recs = {"target": train_model("target", recipe.target, recipe.train_target, pools, out, seed,
+                                  recipe.ckpt_every, progress=progress)}
+    teacher = LlamaForCausalLM.from_pretrained(out / "target", attn_implementation="sdpa").eval()
+    teacher.requires_grad_(False)
+    samples = None
+    if not (out / "draft" / "DONE").exists() and recipe.train_draft.sample_frac > 0 and recipe.samples:
+        samples = sample_completions(teacher, pools, recipe.samples, seed, progress)
+    recs["draft"] = train_model("draft", recipe.draft, recipe.train_draft, pools, out, seed, recipe.ckpt_every,
+                                teacher=teacher, sample_pool=samples, progress=progress)
+    recs["amateur"] = train_model("amateur", recipe.amateur, recipe.train_amateur, pools, out, seed,
+                                  recipe.ckpt_every, progress=progress)
+    for name in MODEL_NAMES:  # every model directory is self-contained for from_pretrained
+        shutil.copytree(out / "tokenizer", out / name, dirs_exist_ok=True)
+    ft, fd = recs["target"]["flops_per_token"]["total"], recs["draft"]["flops_per_token"]["total"]
+    manifest = {
+        "data": "synthetic", "seed": seed, "tasks": TASK_MIX, "pool_per_task": recipe.pool,
+        "gsm8k_knobs": recipe.gsm8k_knobs, "tokenizer": {"kind": "character", "vocab_size": len(VOCAB)},
+        "models": recs, "draft_flops_ratio": round(ft / fd, 1),
+        "build_seconds_this_run": round(time.time() - t_start, 1),
+        "recipe": asdict(recipe),
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return out
+
+
+def ensure_embedded(dir: str | Path | None = None, seed: int = 0) -> Path:
+    """The embedded trio's directory, building it first (once, ~15 minutes on 2 cores) when missing."""
+    out = resolve_dir(dir)
+    if not is_built(out):
+        print(f"[specdec] embedded model trio not found in {out}: building it now with `python -m "
+              f"data.build_models` (synthetic data, ~15 min on 2 CPU cores, resumable)", flush=True)
+        build(out, seed=seed)
+    return out
+
+
+def build_micro_trio(dir: str | Path, seed: int = 0) -> Path:
+    """A micro trio (same code, tiny dims, a few steps) for tests: seconds, not minutes."""
+    return build(Path(dir).resolve(), seed=seed, recipe=MICRO, progress=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=None, help=f"output directory (default: ${ENV_VAR} or {DEFAULT_DIR})")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--micro", action="store_true", help="build the micro trio used by tests")
+    ap.add_argument("--target-steps", type=int, default=None, help="override the target's training steps")
+    ap.add_argument("--draft-steps", type=int, default=None, help="override the draft's training steps")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    recipe = MICRO if args.micro else FULL
+    if args.target_steps:
+        recipe = replace(recipe, train_target=replace(recipe.train_target, steps=args.target_steps))
+    if args.draft_steps:
+        recipe = replace(recipe, train_draft=replace(recipe.train_draft, steps=args.draft_steps))
+    out = build(args.out, seed=args.seed, recipe=recipe)
+    m = json.loads((out / "manifest.json").read_text())
+    for n in MODEL_NAMES:
+        r = m["models"][n]
+        print(f"{n:8s} params={r['params']:>8,d} flops/token={r['flops_per_token']['total']:>10,d} "
+              f"loss={r['final_loss']:.3f} time={r['seconds']}s")
+    print(f"draft FLOPs/token ratio: {m['draft_flops_ratio']}x; trio in {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The embedded trio builder: tokenizer, layout, manifest, determinism, resume, ensure_embedded, configs.
+
+Only the micro trio is built here (seconds); the full build is exercised by bench/trio_quality.py.
+"""
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from data import build_models as bm
+from data.tokenizer import build_tokenizer, encode_fast
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def test_tokenizer_character_level_roundtrip():
+    tok = build_tokenizer()
+    text = "Question: Mia has 120 apples.\n    return [x * 2 for x in xs]  #### -45"
+    ids = tok(text).input_ids
+    assert ids[0] == tok.bos_token_id and len(ids) == len(text) + 1  # one token per character
+    assert tok.decode(ids, skip_special_tokens=True) == text
+    assert list(encode_fast(text)) == ids[1:]
+    digits = [tok(d, add_special_tokens=False).input_ids for d in "0123456789"]
+    assert all(len(d) == 1 for d in digits) and len({d[0] for d in digits}) == 10
+    assert tok("12", add_special_tokens=False).input_ids == digits[1] + digits[2]
+    assert len({tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, tok.unk_token_id}) == 4
+    assert not getattr(tok, "chat_template", None)
+    assert tok("é", add_special_tokens=False).input_ids == [tok.unk_token_id] == list(encode_fast("é"))
+
+
+def test_micro_trio_layout_and_manifest(micro_trio):
+    tok = AutoTokenizer.from_pretrained(micro_trio / "tokenizer")
+    for name in bm.MODEL_NAMES:
+        model = AutoModelForCausalLM.from_pretrained(micro_trio / name)
+        assert model.config.vocab_size == len(tok)
+        assert model.config.eos_token_id == tok.eos_token_id
+        assert AutoTokenizer.from_pretrained(micro_trio / name).get_vocab() == tok.get_vocab()
+        assert (micro_trio / name / "DONE").exists()
+    m = json.loads((micro_trio / "manifest.json").read_text())
+    assert m["data"] == "synthetic" and m["seed"] == 0
+    for name in bm.MODEL_NAMES:
+        rec = m["models"][name]
+        model = AutoModelForCausalLM.from_pretrained(micro_trio / name)
+        assert rec["params"] == sum(p.numel() for p in model.parameters())
+        assert rec["flops_per_token"]["total"] > 0 and rec["tokens_seen"] > 0
+    assert bm.is_built(micro_trio)
+
+
+def test_training_reduces_loss_on_completions():
+    pools = {t: bm.encode_examples(t, bm._rows(t, 64, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
+    ids, mask = bm.batch_for(bm.step_indices(0, 0, 8, pools, bm.TASK_MIX), pools)
+    # the mask covers exactly the completion + eos targets: the token after each masked position
+    for r in range(ids.shape[0]):
+        nxt = ids[r, 1:][mask[r, :-1].bool()]
+        assert nxt[-1] == bm.EOS_ID and (nxt != bm.PAD_ID).all()
+
+
+def test_full_recipe_draft_is_ten_times_cheaper():
+    ft = bm.flops_per_token(bm.FULL.target)["total"]
+    fd = bm.flops_per_token(bm.FULL.draft)["total"]
+    assert ft >= 10 * fd
+    assert bm.FULL.train_draft.distill and not bm.FULL.train_amateur.distill
+
+
+def _weights(d: Path, name: str) -> dict:
+    return AutoModelForCausalLM.from_pretrained(d / name).state_dict()
+
+
+def test_build_is_deterministic_by_seed(micro_trio, tmp_path):
+    again = bm.build_micro_trio(tmp_path / "again", seed=0)
+    for name in bm.MODEL_NAMES:
+        a, b = _weights(micro_trio, name), _weights(again, name)
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+
+
+def test_interrupted_training_resumes_to_the_same_weights(tmp_path, monkeypatch):
+    pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
+    tr = replace(bm.MICRO.train_target, steps=6)
+    bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "whole", 0, ckpt_every=3, progress=False)
+
+    real_lr = bm.lr_at
+
+    def crash_at_4(step, t):
+        if step == 4:
+            raise KeyboardInterrupt("simulated kill")
+        return real_lr(step, t)
+
+    monkeypatch.setattr(bm, "lr_at", crash_at_4)
+    with pytest.raises(KeyboardInterrupt):
+        bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=3, progress=False)
+    assert (tmp_path / "cut" / "target.ckpt.pt").exists() and not (tmp_path / "cut" / "target" / "DONE").exists()
+    monkeypatch.setattr(bm, "lr_at", real_lr)
+    bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=3, progress=False)
+    a, b = _weights(tmp_path / "whole", "target"), _weights(tmp_path / "cut", "target")
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not (tmp_path / "cut" / "target.ckpt.pt").exists()
+
+
+def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(bm, "build", lambda out, seed=0: calls.append(out) or out)
+    assert bm.ensure_embedded(micro_trio) == micro_trio and not calls
+    assert capsys.readouterr().out == ""
+    missing = tmp_path / "nowhere"
+    assert bm.ensure_embedded(missing) == missing and calls == [missing]
+    assert "building it now" in capsys.readouterr().out
+    monkeypatch.setenv(bm.ENV_VAR, str(micro_trio))
+    assert bm.resolve_dir(None) == micro_trio
+    monkeypatch.delenv(bm.ENV_VAR)
+    assert bm.resolve_dir(None) == bm.DEFAULT_DIR and bm.resolve_dir("x/y") == bm.PROJECT_ROOT / "x/y"
+
+
+def _compose(overrides):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF)):
+        return compose(config_name="eval", overrides=overrides)
+
+
+def test_model_configs(monkeypatch):
+    from omegaconf import OmegaConf
+
+    monkeypatch.delenv(bm.ENV_VAR, raising=False)
+    tiny = OmegaConf.to_container(_compose(["model=tiny"]).model, resolve=True)
+    assert tiny["embedded"] is True and tiny["dir"] == "artifacts/models/tiny" and tiny["device"] == "cpu"
+    monkeypatch.setenv(bm.ENV_VAR, "/somewhere/trio")
+    assert _compose(["model=tiny"]).model.dir == "/somewhere/trio"
+    for name, target in [("llama3_8b_1b", "meta-llama/Llama-3.1-8B-Instruct"), ("qwen3_8b_06b", "Qwen/Qwen3-8B"),
+                         ("gemma3_12b_4b", "google/gemma-3-12b-it")]:
+        m = _compose([f"model={name}"]).model
+        assert m.target == target and m.draft and m.amateur and m.embedded is False
+        assert m.device == "cuda" and m.dtype == "bfloat16"
+
+
+def test_real_pair_config_loads_local_copies_through_the_same_code(micro_trio, tmp_path):
+    """model=qwen3_8b_06b with local directories (here: the micro checkpoints under other names)."""
+    from eval.methods import Models
+
+    names = {"target": "Qwen3-8B", "draft": "Qwen3-0.6B", "amateur": "Qwen3-1.7B"}
+    for role, n in names.items():
+        shutil.copytree(micro_trio / role, tmp_path / n)
+    cfg = _compose(["model=qwen3_8b_06b", "model.device=cpu", "model.dtype=float32"]
+                   + [f"model.{r}={tmp_path / n}" for r, n in names.items()]).model
+    models = Models(cfg)
+    for role in names:
+        lm = models.lm(role)
+        logprobs, _ = lm.feed(torch.tensor([[1, 10, 11]]))
+        assert logprobs.shape == (1, 3, lm.vocab_size)
+        assert np.isclose(float(logprobs[0, -1].exp().sum()), 1.0, atol=1e-4)
