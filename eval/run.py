@@ -280,7 +280,8 @@ def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any,
                    signature: dict) -> dict:
     """Aggregate samples.jsonl + batches.jsonl of a run directory into metrics.json and table.md."""
     samples = sorted({s["idx"]: s for s in read_jsonl(out_dir / SAMPLES)}.values(), key=lambda s: s["idx"])
-    batches = read_jsonl(out_dir / BATCHES)
+    # a crash between the two appends re-runs that batch on resume: keep its last timing only
+    batches = list({b["first_idx"]: b for b in read_jsonl(out_dir / BATCHES)}.values())
     htask = head_task(spec.head_meta) if spec.head_meta else None
     m: dict[str, Any] = {
         "method": cfg.method.name, "label": spec.label, "task": task.name, "data_label": examples.label,
