@@ -153,10 +153,13 @@ def small():
             return torch.log_softmax(m(torch.tensor(seqs)).logits[:, -1].double(), -1)
 
         seqs = [PROMPT + [x] for x in range(V)]
-        p1 = contrastive_target(lp(E, [PROMPT]), lp(A, [PROMPT]), ALPHA, BETA)[0]
-        p2 = contrastive_target(lp(E, seqs), lp(A, seqs), ALPHA, BETA)
+        joints = {}
+        for t in (1.0, 0.7):
+            p1 = contrastive_target(lp(E, [PROMPT]), lp(A, [PROMPT]), ALPHA, BETA, t)[0]
+            p2 = contrastive_target(lp(E, seqs), lp(A, seqs), ALPHA, BETA, t)
+            joints[t] = p1[:, None] * p2
         e1, e2 = lp(E, [PROMPT]).exp()[0], lp(E, seqs).exp()
-    return E, A, D, p1[:, None] * p2, e1[:, None] * e2
+    return E, A, D, joints, e1[:, None] * e2
 
 
 def _pvalue(tokens: list[list[int]], joint: torch.Tensor) -> float:
@@ -170,12 +173,15 @@ def _pvalue(tokens: list[list[int]], joint: torch.Tensor) -> float:
     return float(chisquare(obs.numpy(), ex.numpy() * obs.sum().item() / ex.sum().item()).pvalue)
 
 
-@pytest.mark.parametrize("method", ["cd", "dcd", "dcd_ngram", "scd", "cos"])
-def test_sampling_matches_pi_cd_on_two_tokens(small, method):
-    E, A, D, joint, _ = small
+@pytest.mark.parametrize("method,temperature", [("cd", 1.0), ("dcd", 1.0), ("dcd_ngram", 1.0), ("scd", 1.0),
+                                                ("cos", 1.0), ("dcd", 0.7), ("cos", 0.7)])
+def test_sampling_matches_pi_cd_on_two_tokens(small, method, temperature):
+    """T divides the combined logits; the proposals (and CoS's expert proposal) are drawn at T as well."""
+    E, A, D, joints, _ = small
+    joint = joints[temperature]
     g = torch.Generator().manual_seed(11)
     rule = ContrastiveRule(ALPHA, BETA)
-    kw = dict(max_new_tokens=2, temperature=1.0, generator=g)
+    kw = dict(max_new_tokens=2, temperature=temperature, generator=g)
     prompts = [PROMPT] * N
     if method == "cd":
         out = generate(LM(E), None, prompts, rule=rule, gamma=0, amateur=LM(A), **kw)
@@ -197,7 +203,8 @@ def test_sampling_matches_pi_cd_on_two_tokens(small, method):
 def test_two_token_check_has_power(small):
     """The same statistic rejects samples of the expert alone (what an implementation ignoring the amateur
     would produce)."""
-    _, _, _, joint, expert_joint = small
+    _, _, _, joints, expert_joint = small
+    joint = joints[1.0]
     assert 0.5 * (joint - expert_joint).abs().sum() > 0.2
     g = torch.Generator().manual_seed(0)
     idx = torch.multinomial(expert_joint.flatten(), N, replacement=True, generator=g)
