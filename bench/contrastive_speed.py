@@ -67,14 +67,43 @@ class TimedProposer(Proposer):
         self._seconds += time.perf_counter() - t
 
 
+class StepLM(LM):
+    """An LM that logs the duration of every decoding-step forward (prefill excluded), for t_e / t_p / t_q."""
+
+    def __init__(self, model, name: str):
+        super().__init__(model, name)
+        self.steps: list[float] = []
+        self._prefilling = False
+
+    def prefill(self, sequences):
+        self._prefilling = True
+        try:
+            super().prefill(sequences)
+        finally:
+            self._prefilling = False
+
+    def feed(self, tokens, valid=None):
+        before = self.seconds
+        out = super().feed(tokens, valid)
+        if not self._prefilling:
+            self.steps.append(self.seconds - before)
+        return out
+
+
 class Trio:
     def __init__(self, root: Path, device: str, dtype: str):
         self.expert, self.tok = load_model(root / "target", device=device, dtype=dtype)
         self.draft = load_model(root / "draft", device=device, dtype=dtype)[0]
         self.amateur = load_model(root / "amateur", device=device, dtype=dtype)[0]
-        self.lm_e, self.lm_d = LM(self.expert, "expert"), LM(self.draft, "draft")
+        self.lm_e, self.lm_d = StepLM(self.expert, "expert"), StepLM(self.draft, "draft")
         # Two wrappers over the amateur's weights: scd's drafting cache and the verification-side cache.
-        self.lm_a, self.lm_a_prop = LM(self.amateur, "amateur"), LM(self.amateur, "amateur_proposer")
+        self.lm_a, self.lm_a_prop = StepLM(self.amateur, "amateur"), StepLM(self.amateur, "amateur_proposer")
+        self.ngram: TimedProposer | None = None
+
+    def roles(self, method: str) -> dict[str, object]:
+        """Which step log holds the proposer (t_e), expert (t_p) and verification-side amateur (t_q) steps."""
+        prop = {"cd": None, "dcd": self.lm_d, "dcd_ngram": "ngram", "scd": self.lm_a_prop, "cos": self.lm_a}[method]
+        return {"proposer": prop, "expert": self.lm_e, "amateur": None if method == "cos" else self.lm_a}
 
     def run(self, method: str, prompts, *, alpha, beta, gamma, temperature, max_new_tokens, seed):
         from specdec.targets import ContrastiveRule
@@ -89,7 +118,7 @@ class Trio:
             return generate(self.lm_e, DraftModelProposer(self.lm_d), prompts, rule=rule, gamma=gamma,
                             amateur=self.lm_a, **kw)
         if method == "dcd_ngram":
-            ng = TimedProposer(NgramProposer(self.lm_e.vocab_size, device=self.lm_e.device))
+            self.ngram = ng = TimedProposer(NgramProposer(self.lm_e.vocab_size, device=self.lm_e.device))
             return generate(self.lm_e, ng, prompts, rule=rule, gamma=gamma, amateur=self.lm_a, **kw)
         if method == "scd":
             return generate(self.lm_e, DraftModelProposer(self.lm_a_prop), prompts, rule=rule, gamma=gamma,
@@ -112,16 +141,17 @@ def task_prompts(tok, tasks: list[str], n: int, seed: int) -> dict[str, list[lis
 
 
 class Acc:
-    """Sums over generate calls: wall time, tokens, model time and calls, accepted drafts and rounds."""
+    """Sums over generate calls: wall time, tokens, per-step model time and steps, accepted drafts and rounds."""
 
     def __init__(self):
         self.v = defaultdict(float)
 
-    def add(self, out, wall: float) -> None:
-        st, r = out.stats, out.rounds
+    def add(self, out, wall: float, steps: dict[str, list[float]] | None = None) -> None:
+        r = out.rounds
         active = r["active"].bool()
-        for k in ("time_proposer", "time_target", "time_amateur", "proposer_calls", "target_calls"):
-            self.v[k] += float(st.get(k, 0.0))
+        for role, times in (steps or {}).items():
+            self.v[f"time_{role}"] += sum(times)
+            self.v[f"steps_{role}"] += len(times)
         self.v["wall"] += wall
         self.v["tokens"] += sum(len(t) for t in out.tokens)
         self.v["row_rounds"] += float(active.sum())
@@ -129,11 +159,13 @@ class Acc:
         self.v["drafted"] += float(r["drafted"][active].sum())
 
     def summary(self, gamma: int) -> dict:
+        """t_e per proposer step, t_p per expert step, t_q per expert step (the verification-side amateur runs
+        once per round): milliseconds, prefill excluded."""
         v = self.v
         tps = v["tokens"] / v["wall"] if v["wall"] else float("nan")
-        t_e = 1000 * v["time_proposer"] / v["proposer_calls"] if v["proposer_calls"] else 0.0
-        t_p = 1000 * v["time_target"] / v["target_calls"] if v["target_calls"] else float("nan")
-        t_q = 1000 * v["time_amateur"] / v["target_calls"] if v["target_calls"] else 0.0
+        t_e = 1000 * v["time_proposer"] / v["steps_proposer"] if v["steps_proposer"] else 0.0
+        t_p = 1000 * v["time_expert"] / v["steps_expert"] if v["steps_expert"] else float("nan")
+        t_q = 1000 * v["time_amateur"] / v["steps_expert"] if v["steps_expert"] else 0.0
         L = v["accepted"] / v["row_rounds"] if v["row_rounds"] else 0.0
         g = gamma if v["drafted"] else 0
         model = 1000 * (L + 1) / (g * t_e + t_p + t_q)
@@ -141,6 +173,20 @@ class Acc:
                 "tokens_per_round": v["tokens"] / v["row_rounds"] if v["row_rounds"] else float("nan"),
                 "acceptance_rate": v["accepted"] / v["drafted"] if v["drafted"] else None,
                 "throughput_model_tps": model, "measured_over_model": tps / model, "tokens": int(v["tokens"])}
+
+
+def timed_run(trio: Trio, method: str, prompts, **kw):
+    """One generate call with its wall time and the step times of each role."""
+    roles = trio.roles(method)
+    marks = {k: len(lm.steps) for k, lm in roles.items() if isinstance(lm, StepLM)}
+    w0 = time.perf_counter()
+    out = trio.run(method, prompts, **kw)
+    wall = time.perf_counter() - w0
+    steps = {k: roles[k].steps[m:] for k, m in marks.items()}
+    if roles["proposer"] == "ngram":  # one lookup per round yields γ drafts: t_e = lookup time / γ
+        n = trio.ngram.calls * kw["gamma"]
+        steps["proposer"] = [trio.ngram.seconds / max(n, 1)] * n
+    return out, wall, steps
 
 
 def _f(x, fmt="{:.2f}"):
@@ -259,9 +305,9 @@ def main() -> None:
                 for i, p in enumerate(prompts[t][: args.n]):
                     ref = None
                     for m in METHODS:
-                        w0 = time.perf_counter()
-                        out = trio.run(m, [p], alpha=a, temperature=T, seed=args.seed * 7919 + i, **kw)
-                        acc[m].add(out, time.perf_counter() - w0)
+                        out, wall, steps = timed_run(trio, m, [p], alpha=a, temperature=T,
+                                                     seed=args.seed * 7919 + i, **kw)
+                        acc[m].add(out, wall, steps)
                         if T == 0:
                             ref = out.tokens if m == "cd" else ref
                             mismatches += out.tokens != ref
