@@ -1,0 +1,140 @@
+"""Rollouts: relaxed speculative decoding through `specdec.generate` with the head in the loop.
+
+The draft proposes, the target (and, for target=contrastive, the amateur) scores, the head sets w_t, and the
+one `verify` accepts or resamples, so the emitted tokens are exactly nu-distributed. We keep, per emitted token,
+what the loss needs to recompute log nu_t(x_t) with gradient: p_t(x_t) (nu's base: p, or pi_CD), q_t(x_t),
+TV(p_t, q_t), and the head's inputs h^q_t, h^p_t, feats_t.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specdec.generate import generate
+from specdec.models import LM, check_tokenizers_match, load_model
+from specdec.proposers import DraftModelProposer
+from specdec.targets import ContrastiveRule, HeadEnsembleRule
+
+
+@dataclass
+class Models:
+    target: LM
+    draft: LM
+    amateur: LM | None
+    tokenizer: Any
+    names: dict[str, str]
+
+
+def load_models(paths: dict[str, str], *, with_amateur: bool, device: str, dtype: str) -> Models:
+    """Load the frozen target and draft (and amateur) from local dirs or hub ids; tokenizers must match."""
+    names = {k: str(paths[k]) for k in ("target", "draft")}
+    if with_amateur:
+        if not paths.get("amateur"):
+            raise ValueError("target=contrastive needs an amateur model (model.amateur=...)")
+        names["amateur"] = str(paths["amateur"])
+    loaded = {k: load_model(v, device=device, dtype=dtype) for k, v in names.items()}
+    check_tokenizers_match({k: tok for k, (_, tok) in loaded.items()})
+    lms = {k: LM(m, k) for k, (m, _) in loaded.items()}
+    return Models(lms["target"], lms["draft"], lms.get("amateur"), loaded["target"][1],
+                  {k: Path(v).name if Path(v).exists() else v for k, v in names.items()})
+
+
+def make_rule(head: Callable, target_cfg: Any) -> HeadEnsembleRule:
+    """The head over the target (kind=ensemble) or over the contrastive pi_CD (kind=contrastive)."""
+    kind = target_cfg["kind"]
+    if kind == "ensemble":
+        return HeadEnsembleRule(head)
+    if kind == "contrastive":
+        return HeadEnsembleRule(head, base=ContrastiveRule(target_cfg["alpha"], target_cfg["beta"]))
+    raise ValueError(f"unknown target kind {kind!r}: use target=ensemble or target=contrastive")
+
+
+@dataclass
+class RolloutBatch:
+    mask: torch.Tensor  # [N, T] bool, valid emitted tokens (after stop-string truncation)
+    p_tok: torch.Tensor  # [N, T] base target prob of the emitted token (p, or pi_CD)
+    q_tok: torch.Tensor  # [N, T] proposal prob of the emitted token
+    tv: torch.Tensor  # [N, T] TV(p_t, q_t)
+    w: torch.Tensor  # [N, T] the w the head gave during decoding
+    h_q: torch.Tensor  # [N, T, Hq]
+    h_p: torch.Tensor  # [N, T, Hp]
+    feats: torch.Tensor  # [N, T, F]
+    texts: list[str]
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def cut_at_stop(tokenizer: Any, tokens: list[int], stops: tuple[str, ...]) -> tuple[str, int]:
+    """(completion text cut before the first stop string, number of tokens to keep: up to the stop's end)."""
+    text = tokenizer.decode(tokens, skip_special_tokens=True)
+    hits = [(text.find(s), s) for s in stops if s and s in text]
+    if not hits:
+        return text, len(tokens)
+    pos, s = min(hits)
+    end = pos + len(s)
+    for k in range(1, len(tokens) + 1):  # tokens up to the one that completes the stop string
+        if len(tokenizer.decode(tokens[:k], skip_special_tokens=True)) >= end:
+            return text[:pos], k
+    return text[:pos], len(tokens)
+
+
+@torch.no_grad()
+def rollout(
+    models: Models,
+    head: Callable,
+    prompts: list[list[int]],
+    *,
+    target_cfg: Any,
+    gamma: int,
+    max_new_tokens: int,
+    temperature: float,
+    stops: tuple[str, ...] = (),
+    generator: torch.Generator | None = None,
+) -> RolloutBatch:
+    """Decode the prompts (token ids) with the head in the loop; returns the per-token training records."""
+    if temperature <= 0:
+        raise ValueError("training rollouts need sampling (temperature > 0): greedy decoding has no policy gradient")
+    rule = make_rule(head, target_cfg)
+    start = time.perf_counter()
+    out = generate(
+        models.target, DraftModelProposer(models.draft), prompts, rule=rule, gamma=gamma,
+        max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=models.tokenizer.eos_token_id,
+        amateur=models.amateur, generator=generator, record_hidden=True,
+    )
+    seconds = time.perf_counter() - start
+    rec = out.records
+    mask = rec["token_mask"].clone()
+    texts = []
+    for i, toks in enumerate(out.tokens):
+        text, keep = cut_at_stop(models.tokenizer, toks, stops)
+        mask[i, keep:] = False
+        texts.append(text)
+    # every emitted token under a head rule has a proposal prob (q at the bonus position too)
+    mask &= ~torch.isnan(rec["q_token"])
+
+    def clean(x: torch.Tensor) -> torch.Tensor:
+        m = mask if x.dim() == 2 else mask.unsqueeze(-1)
+        return torch.where(m, x, torch.zeros_like(x))
+
+    rounds = out.rounds
+    active = rounds["active"]
+    stats = {
+        "rollout_seconds": seconds,
+        "new_tokens": float(out.stats["new_tokens"]),
+        "drafted": float(rounds["drafted"].sum()),
+        "accepted": float(rounds["accepted"].sum()),
+        "active_rounds": float(active.sum()),
+        "time_target": out.stats["time_target"],
+        "time_proposer": out.stats["time_proposer"],
+        "time_amateur": out.stats["time_amateur"],
+    }
+    return RolloutBatch(
+        mask=mask, p_tok=clean(rec["p_token"]), q_tok=clean(rec["q_token"]), tv=clean(rec["tv_pq"]),
+        w=clean(rec["w"]), h_q=clean(rec["h_q"]), h_p=clean(rec["h_p"]), feats=clean(rec["feats"]),
+        texts=texts, stats=stats,
+    )

@@ -1,0 +1,410 @@
+"""The training loop behind train/run.py: rollout -> reward -> REINFORCE++ update, with metrics, checkpoints
+and the final export. Every rank runs this; rank 0 alone writes logs and the export."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from specdec.targets import PAIR_FEATURES
+from train import checkpoint as ckpt
+from train.reinforce import compute_advantages, expected_accept, log_nu, policy_loss
+from train.rollout import Models, RolloutBatch, load_models, rollout
+
+# Global (all-rank) sums behind the per-step metrics, in this order.
+SUM_KEYS = ("reward", "samples", "lam_seq", "acc_tok", "tokens", "accepted", "drafted", "active_rounds", "w",
+            "tv", "kl", "new_tokens")
+
+
+def batch_indices(step: int, n_examples: int, per_step: int, seed: int) -> list[int]:
+    """The step's global prompt indices: consecutive slices of a per-epoch permutation, a pure function of
+    (seed, step), so a resumed run sees exactly the data an uninterrupted run would."""
+    out, pos = [], step * per_step
+    while len(out) < per_step:
+        epoch, offset = divmod(pos, n_examples)
+        perm = np.random.default_rng([seed, epoch]).permutation(n_examples)
+        take = min(per_step - len(out), n_examples - offset)
+        out += perm[offset:offset + take].tolist()
+        pos += take
+    return out
+
+
+def rollout_seed(seed: int, step: int, rank: int) -> int:
+    return (seed * 1_000_003 + step * 1009 + rank) % (2**63)
+
+
+def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    if dist.get_world_size() > 1:
+        dist.all_reduce(x, op=op)
+    return x
+
+
+def _all_gather_list(x: list) -> list:
+    if dist.get_world_size() == 1:
+        return [x]
+    out: list = [None] * dist.get_world_size()
+    dist.all_gather_object(out, x)
+    return out
+
+
+class Trainer:
+    def __init__(self, cfg: DictConfig, run_dir: Path, device: torch.device, rank: int, world: int):
+        import deepspeed
+
+        from data.loaders import load_examples
+        from data.tasks import get_task
+
+        self.cfg, self.run_dir, self.device, self.rank, self.world = cfg, run_dir, device, rank, world
+        self.lam = float(cfg["lambda"])
+        self.algo = cfg.algo
+        if self.algo.lambda_mode not in ("differentiable", "reward"):
+            raise ValueError(f"algo.lambda_mode must be 'differentiable' or 'reward', got {self.algo.lambda_mode!r}")
+        r = cfg.rollout
+        if r.prompts_per_step % world:
+            raise ValueError(f"rollout.prompts_per_step={r.prompts_per_step} must be divisible by the number of "
+                             f"ranks ({world}) so that every rank decodes the same number of prompts")
+        torch.manual_seed(cfg.seed)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+
+        # ---- task, data, models
+        self.task = get_task(cfg.task.name)
+        self.max_new_tokens = int(r.max_new_tokens or cfg.task.max_new_tokens)
+        opts = cfg.task.get("reward_opts")
+        self.reward_opts = OmegaConf.to_container(opts, resolve=True) if opts else {}
+        self.target_cfg = OmegaConf.to_container(cfg.target, resolve=True)
+        paths = resolve_model_paths(cfg.model)
+        self.models: Models = load_models(paths, with_amateur=cfg.target.kind == "contrastive",
+                                          device=str(device), dtype=cfg.dtype)
+        tok = self.models.tokenizer
+        ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
+                           n=cfg.data.n_train, seed=cfg.seed)
+        self.data_label = ex.label
+        self.prompts = [encode_prompt(tok, self.task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
+        self.refs = [self.task.reference(row) for row in ex.rows]
+        if not self.prompts:
+            raise ValueError(f"no training examples for task {cfg.task.name} (data={OmegaConf.to_container(cfg.data)})")
+
+        # ---- head, its frozen copy (KL reference), DeepSpeed engine
+        hcfg = HeadConfig(hidden_q=self.models.draft.hidden_size, hidden_p=self.models.target.hidden_size,
+                          num_features=len(PAIR_FEATURES) if cfg.head.features else 0, arch=cfg.head.arch,
+                          mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
+                          normalize=cfg.head.normalize, init_w=cfg.head.init_w)
+        head = EnsembleHead(hcfg).to(device)
+        self.ref_head = copy.deepcopy(head).eval().requires_grad_(False)
+        self.engine, *_ = deepspeed.initialize(model=head, model_parameters=head.parameters(),
+                                               config=deepspeed_config(cfg))
+        self.baseline: float | None = None  # plain REINFORCE's moving baseline
+        self.start_step = 0
+        self.ckpt_root = run_dir / "checkpoints"
+        self._maybe_resume()
+
+        # ---- logging (rank 0)
+        self.metrics_path = run_dir / "metrics.jsonl"
+        self.wandb = None
+        if rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            _truncate_metrics(self.metrics_path, self.start_step)
+            OmegaConf.save(cfg, run_dir / "train_config.yaml", resolve=True)
+            self.wandb = make_wandb(cfg, run_dir, self.run_name())
+        self.history: list[dict] = []
+
+    # ------------------------------------------------------------------ setup helpers
+    def run_name(self) -> str:
+        name = f"{self.cfg.task.name}-lam{self.lam:g}-{self.cfg.target.kind}-s{self.cfg.seed}"
+        return name + ("-synthetic" if self.data_label == "synthetic" else "")
+
+    def _maybe_resume(self) -> None:
+        cfg = self.cfg
+        if not (cfg.resume or cfg.resume_from):
+            return
+        path = ckpt.resolve_resume(self.ckpt_root, cfg.resume_from)
+        if path is None:
+            if self.rank == 0:
+                print(f"[train] resume=true but no checkpoint under {self.ckpt_root}: starting from step 0")
+            return
+        state = ckpt.load_checkpoint(self.engine, path)
+        self.start_step = int(state["step"])
+        self.baseline = state.get("baseline")
+        self.ref_head.load_state_dict(state["ref_head"])
+        if self.rank == 0:
+            print(f"[train] resumed from {path} at step {self.start_step}")
+
+    @property
+    def head(self) -> EnsembleHead:
+        return self.engine.module
+
+    # ------------------------------------------------------------------ one step
+    def step(self, step: int) -> dict:
+        cfg, r = self.cfg, self.cfg.rollout
+        t_start = time.perf_counter()
+        idx = batch_indices(step, len(self.prompts), r.prompts_per_step, cfg.seed)[self.rank::self.world]
+        n = int(r.samples_per_prompt)
+        prompts = [self.prompts[i] for i in idx for _ in range(n)]
+        refs = [self.refs[i] for i in idx for _ in range(n)]
+        group = torch.tensor([i for i in idx for _ in range(n)], device=self.device)
+        gen = torch.Generator(self.device).manual_seed(rollout_seed(cfg.seed, step, self.rank))
+
+        self.head.eval()
+        batch = rollout(self.models, self.head, prompts, target_cfg=self.target_cfg, gamma=r.gamma,
+                        max_new_tokens=self.max_new_tokens, temperature=r.temperature,
+                        stops=tuple(self.task.stop), generator=gen)
+        t_rollout = time.perf_counter() - t_start
+        if cfg.fault.kill_at_step is not None and step == cfg.fault.kill_at_step:
+            os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the resume test: die mid-step
+
+        t0 = time.perf_counter()
+        from rewards import score
+
+        task_reward = torch.tensor(score(cfg.task.name, batch.texts, refs, **self.reward_opts).scores, dtype=torch.float32,
+                                   device=self.device)
+        t_reward = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        upd = self.update(batch, task_reward, group, step)
+        t_update = time.perf_counter() - t0
+        return self.metrics(step, batch, task_reward, upd, t_rollout, t_reward, t_update,
+                            time.perf_counter() - t_start)
+
+    def update(self, b: RolloutBatch, task_reward: torch.Tensor, group: torch.Tensor, step: int) -> dict:
+        algo = self.algo
+        with torch.no_grad():
+            w_now = self.head(b.h_q, b.h_p, b.feats)
+            logp_old = log_nu(w_now, b.p_tok, b.q_tok)
+            logp_ref = log_nu(self.ref_head(b.h_q, b.h_p, b.feats), b.p_tok, b.q_tok)
+            w_gap = ((w_now - b.w).abs() * b.mask).max().item() if b.mask.any() else 0.0
+            lam_tok = self.lam * expected_accept(b.w, b.tv) if algo.lambda_mode == "reward" else None
+            if algo.name == "reinforce":  # moving baseline of the mean sequence return, updated after use
+                seq_ret = _global_mean(task_reward)
+            adv = compute_advantages(
+                algo=algo.name, task_reward=task_reward, mask=b.mask, group=group, logp_old=logp_old,
+                logp_ref=logp_ref, kl_coef=float(algo.kl_coef), lam_per_token=lam_tok, gamma=float(algo.gamma),
+                group_baseline_on=bool(algo.group_baseline), moving_baseline=self.baseline,
+            )
+            if algo.name == "reinforce":
+                m = float(algo.baseline_momentum)
+                self.baseline = seq_ret if self.baseline is None else m * self.baseline + (1 - m) * seq_ret
+        clip_eps = None if algo.clip_eps is None else float(algo.clip_eps)
+        self.head.train()
+        N = b.mask.shape[0]
+        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
+        stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
+        for _ in range(int(algo.update_epochs)):
+            perm = torch.randperm(N, generator=g)
+            for mb in perm.chunk(int(algo.minibatches)):
+                mb = mb.to(self.device)
+                w = self.engine(b.h_q[mb], b.h_p[mb], b.feats[mb])
+                out = policy_loss(w, b.p_tok[mb], b.q_tok[mb], b.tv[mb], logp_old[mb], adv[mb], b.mask[mb],
+                                  lam=self.lam, lambda_mode=algo.lambda_mode, clip_eps=clip_eps)
+                self.engine.backward(out.loss)
+                gn = _grad_norm(self.head)  # before step (which zeroes grads); None where ZeRO-2 partitions them
+                self.engine.step()
+                if gn is None:
+                    gn = self.engine.get_global_grad_norm()
+                stats["pg_loss"] += out.pg_loss.item()
+                stats["clip_frac"] += out.clip_frac.item()
+                stats["approx_kl"] += out.approx_kl.item()
+                stats["grad_norm"] += float(gn) if gn is not None else float("nan")
+                stats["updates"] += 1
+        k = max(stats.pop("updates"), 1)
+        stats = {key: v / k for key, v in stats.items()}
+        stats["w_recompute_gap"] = w_gap
+        stats["kl_sum"] = float(((logp_old - logp_ref) * b.mask).sum())
+        return stats
+
+    def metrics(self, step: int, b: RolloutBatch, task_reward: torch.Tensor, upd: dict, t_rollout: float,
+                t_reward: float, t_update: float, t_step: float) -> dict:
+        m = b.mask.to(torch.float64)
+        acc = expected_accept(b.w, b.tv).to(torch.float64) * m
+        s = b.stats
+        local = torch.tensor([
+            task_reward.sum().item(), len(task_reward), acc.sum().item(), acc.sum().item(), m.sum().item(),
+            s["accepted"], s["drafted"], s["active_rounds"], (b.w * m).sum().item(), (b.tv * m).sum().item(),
+            upd["kl_sum"], s["new_tokens"],
+        ], dtype=torch.float64)
+        tot = dict(zip(SUM_KEYS, _all_reduce(local.clone()).tolist()))
+        rank_rewards = [x[0] for x in _all_gather_list([task_reward.mean().item()])]
+        ws = torch.tensor([v for x in _all_gather_list(b.w[b.mask].tolist()) for v in x])
+        max_roll = _all_reduce(torch.tensor([t_rollout], dtype=torch.float64), dist.ReduceOp.MAX).item()
+        samples, tokens = max(tot["samples"], 1), max(tot["tokens"], 1)
+        q = torch.quantile(ws, torch.tensor([0.1, 0.5, 0.9])).tolist() if len(ws) else [math.nan] * 3
+        lam_seq = tot["lam_seq"] / samples
+        out = {
+            "step": step + 1,
+            "task_reward": tot["reward"] / samples,
+            "lam_term": lam_seq,  # mean over samples of sum_t (1 - w_t tv_t)
+            "lam_term_per_token": tot["acc_tok"] / tokens,  # mean expected acceptance per token
+            "total_reward": tot["reward"] / samples + self.lam * lam_seq,
+            "acceptance_rate": tot["accepted"] / max(tot["drafted"], 1),
+            "mean_accepted_length": tot["accepted"] / max(tot["active_rounds"], 1),
+            "w_mean": tot["w"] / tokens, "w_q10": q[0], "w_q50": q[1], "w_q90": q[2],
+            "tv_mean": tot["tv"] / tokens,
+            "kl": tot["kl"] / tokens,
+            "clip_frac": upd["clip_frac"], "approx_kl": upd["approx_kl"], "grad_norm": upd["grad_norm"],
+            "pg_loss": upd["pg_loss"], "w_recompute_gap": upd["w_recompute_gap"],
+            "new_tokens": tot["new_tokens"], "tokens_per_s": tot["new_tokens"] / max(max_roll, 1e-9),
+            "time_rollout": t_rollout, "time_reward": t_reward, "time_update": t_update, "time_step": t_step,
+            "reward_ranks": rank_rewards,
+        }
+        return out
+
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> dict:
+        cfg = self.cfg
+        steps = int(cfg.train.steps)
+        bar = tqdm(total=steps, initial=self.start_step, desc="train", unit="step",
+                   disable=self.rank != 0 or not cfg.progress, dynamic_ncols=True)
+        for step in range(self.start_step, steps):
+            rec = self.step(step)
+            if self.rank == 0:
+                with open(self.metrics_path, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+                if self.wandb is not None:
+                    self.wandb.log({k: v for k, v in rec.items() if k != "reward_ranks"}, step=rec["step"])
+                bar.set_postfix(R=f"{rec['task_reward']:.3f}", acc=f"{rec['acceptance_rate']:.3f}",
+                                w=f"{rec['w_mean']:.3f}", tps=f"{rec['tokens_per_s']:.0f}", refresh=False)
+                bar.update(1)
+            self.history.append(rec)
+            every = int(cfg.checkpoint.every)
+            if (every > 0 and (step + 1) % every == 0) or step + 1 == steps:
+                state = {"step": step + 1, "baseline": self.baseline, "ref_head": self.ref_head.state_dict()}
+                ckpt.save_checkpoint(self.engine, self.ckpt_root, step + 1, state, keep=int(cfg.checkpoint.keep))
+        bar.close()
+        return self.finish()
+
+    def finish(self) -> dict:
+        cfg = self.cfg
+        hist = _read_metrics(self.metrics_path) if self.rank == 0 else self.history
+        tail = hist[-max(1, len(hist) // 5):]  # headline figures: mean over the last 20% of steps
+        keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
+        final = {k: float(np.mean([h[k] for h in tail])) for k in keys} if tail else {}
+        first = {k: hist[0][k] for k in keys} if hist else {}
+        export = Path(cfg.export_dir) if cfg.export_dir else self.run_dir / "head"
+        summary = {"run_dir": str(self.run_dir), "head": str(export), "task": cfg.task.name, "lambda": self.lam,
+                   "target": cfg.target.kind, "data": self.data_label, "steps": len(hist),
+                   "final": final, "first": first}
+        if self.rank == 0:
+            meta = {
+                "models": self.models.names,
+                "tokenizer_hash": tokenizer_hash(self.models.tokenizer),
+                "target": self.target_cfg,
+                "task": cfg.task.name,
+                "data": self.data_label,
+                "training": OmegaConf.to_container(cfg, resolve=True),
+                "metrics": final,
+                "git_revision": git_revision(),
+            }
+            export_head(self.head, export, meta)
+            (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            print(f"\n[train] exported head: {export}")
+            print(f"[train] run dir: {self.run_dir} (metrics.jsonl, checkpoints/, summary.json)")
+            if final:
+                print("[train] headline (mean of last 20% of steps; first step in brackets): "
+                      + ", ".join(f"{k}={final[k]:.4f} [{first[k]:.4f}]" for k in keys))
+        return summary
+
+    def close(self) -> None:
+        if self.wandb is not None:
+            self.wandb.finish()
+            self.wandb = None
+
+
+# ---------------------------------------------------------------------- helpers
+def deepspeed_config(cfg: DictConfig) -> dict:
+    algo = cfg.algo
+    return {
+        "train_micro_batch_size_per_gpu": 1,  # the loss is computed on whole minibatches by us
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": float(algo.grad_clip),
+        "zero_optimization": {"stage": int(cfg.deepspeed.stage)},
+        "optimizer": {
+            "type": "AdamW",
+            # torch_adam: the plain torch AdamW (DeepSpeed's FusedAdam would JIT-compile for a tiny head)
+            "params": {"lr": float(algo.lr), "weight_decay": float(algo.weight_decay), "betas": [0.9, 0.999],
+                       "eps": 1e-8, "torch_adam": True},
+        },
+        "steps_per_print": 1 << 30,
+        "wall_clock_breakdown": False,
+    }
+
+
+def encode_prompt(tokenizer: Any, text: str) -> list[int]:
+    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+    if not ids:
+        raise ValueError(f"prompt encodes to no tokens: {text[:60]!r}")
+    return list(ids)
+
+
+def resolve_model_paths(model_cfg: DictConfig) -> dict[str, str]:
+    """{target, draft, amateur}: explicit paths / hub ids where set, else <dir>/<role>; an embedded trio
+    (model.embedded=true) is built first if missing."""
+    mc = OmegaConf.to_container(model_cfg, resolve=True)
+    root = None
+    if mc.get("embedded"):
+        from data.build_models import ensure_embedded
+
+        root = Path(ensure_embedded(mc.get("dir")))
+    elif mc.get("dir"):
+        root = Path(mc["dir"])
+    paths = {k: mc.get(k) or (str(root / k) if root is not None else None) for k in ("target", "draft", "amateur")}
+    missing = [k for k in ("target", "draft") if not paths[k]]
+    if missing:
+        raise ValueError(f"model config needs `dir` or explicit paths for {missing} (e.g. model.target=/path)")
+    return paths
+
+
+def _grad_norm(module: torch.nn.Module) -> float | None:
+    grads = [p.grad for p in module.parameters() if p.requires_grad]
+    if not grads or any(g is None for g in grads):
+        return None
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+
+
+def _global_mean(x: torch.Tensor) -> float:
+    s = _all_reduce(torch.tensor([x.sum().item(), float(x.numel())], dtype=torch.float64))
+    return (s[0] / s[1].clamp_min(1)).item()
+
+
+def _truncate_metrics(path: Path, start_step: int) -> None:
+    """On resume, drop metrics lines of steps that will be re-run (a kill can land after a log, before a save)."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= start_step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+def _read_metrics(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def make_wandb(cfg: DictConfig, run_dir: Path, name: str):
+    """A W&B run, offline unless an API key is present (or WANDB_MODE says otherwise); None when disabled."""
+    lg = cfg.logger
+    if lg.kind != "wandb":
+        return None
+    mode = os.environ.get("WANDB_MODE") or lg.mode
+    if mode == "auto":
+        mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
+    if mode == "disabled":
+        return None
+    import wandb
+
+    return wandb.init(project=lg.project, entity=lg.entity, name=name, dir=str(run_dir), mode=mode,
+                      config=OmegaConf.to_container(cfg, resolve=True), tags=[cfg.task.name],
+                      settings=wandb.Settings(silent=True))
