@@ -109,7 +109,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
         op = rng.choice(["buy", "groups", "give", "lose", "mult"])
         if op in ("give", "lose") and total < 4:
             op = "buy"
-        if op == "mult" and total > 60:
+        if op == "mult" and total > 3 * max_operand:
             op = "give"
         c = qconn()
         if op == "buy":
@@ -121,7 +121,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
                 f"After buying {n} more, {who()} has {total} + {n} = {new}.",
             ]))
         elif op == "groups":
-            g, k = rng.randint(2, 5), rng.randint(2, min(12, max(3, max_operand)))
+            g, k = rng.randint(2, 4), rng.randint(2, max(3, max_operand // 2 + 1))
             m = g * k
             new = total + m
             q.append(f"{c}, {pron} gets {g} {rng.choice(CONTAINERS)} with {k} {items} each.")
@@ -145,7 +145,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
                     f"Losing {n} leaves {total} - {n} = {new}.",
                 ]))
         else:
-            f = 2 if total > 30 else rng.choice([2, 3])
+            f = 2 if total > max_operand else rng.choice([2, 3])
             word = {2: "doubles", 3: "triples"}[f]
             new = total * f
             q.append(f"{c}, {pron} {word} {poss} {items}.")
@@ -154,8 +154,10 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
                 f"{_cap(word[:-1])}d, that is {total} * {f} = {new}.",
             ]))
         total = new
+    if final == "sell" and total > 4 * max_operand:  # keep products small
+        final = "count"
     if final == "sell":
-        p = rng.randint(2, 5)
+        p = rng.randint(2, 4)
         q.append(f"{_cap(pron)} sells each {item} for ${p}. How much money does {pron} make?")
         res = total * p
         a.append(rng.choice([
@@ -184,7 +186,7 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
     return {"question": " ".join(q), "answer": "\n".join(a) + f"\n#### {res}"}
 
 
-def gsm8k_row(rng: random.Random, *, steps: tuple[int, int] = (2, 3), max_operand: int = 12) -> dict:
+def gsm8k_row(rng: random.Random, *, steps: tuple[int, int] = (2, 3), max_operand: int = 9) -> dict:
     """One GSM8K-schema problem. Difficulty: `steps` = (min, max) worked lines, `max_operand` operand size."""
     while True:
         row = _gsm8k_one(rng, steps, max_operand)
