@@ -26,7 +26,7 @@ def _get(d: dict, dotted: str) -> Any:
 
 def summary_table(sweep_dir: str | Path) -> str:
     rows = []
-    for f in sorted(Path(sweep_dir).glob("*/summary.json")):
+    for f in sorted(Path(sweep_dir).rglob("summary.json")):
         s = json.loads(f.read_text())
         rows.append([_fmt(_get(s, key)) for _, key in COLUMNS])
     if not rows:

@@ -1,0 +1,145 @@
+"""End-to-end training runs (subprocesses, micro trio, debug=smoke): export, multirun summary, two ranks,
+kill-and-resume equivalence, corrupt checkpoints. Runs are shared between assertions to keep this file fast."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from heads import load_head, tokenizer_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
+       "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
+TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step", "tokens_per_s"}
+
+
+def run(args: list[str], timeout: int = 300, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    cmd = (launcher or [sys.executable]) + ["train/run.py", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def smoke_args(micro_trio: Path, run_dir: Path, *extra: str) -> list[str]:
+    return ["task=gsm8k", "lambda=0.1", "debug=smoke", f"model.dir={micro_trio}", f"hydra.run.dir={run_dir}",
+            "logger=disabled", *extra]
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def gsm8k_run(micro_trio, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("train") / "gsm8k"
+    p = run(smoke_args(micro_trio, run_dir))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return run_dir, p
+
+
+def test_smoke_gsm8k_exports_a_loadable_head(gsm8k_run, micro_trio):
+    from transformers import AutoConfig, AutoTokenizer
+
+    run_dir, p = gsm8k_run
+    assert f"exported head: {run_dir / 'head'}" in p.stdout
+    assert "headline" in p.stdout
+    rows = metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert 0.0 <= r["task_reward"] <= 1.0 and 0.0 <= r["acceptance_rate"] <= 1.0
+        assert 0.0 <= r["w_q10"] <= r["w_q50"] <= r["w_q90"] <= 1.0
+        assert r["w_recompute_gap"] < 1e-5  # log ν recomputed from stored features = the rollout's ν
+        assert r["grad_norm"] > 0
+    assert rows[0]["w_mean"] == pytest.approx(0.95, abs=1e-6)  # init_w; then the head moves
+    assert rows[-1]["w_mean"] != rows[0]["w_mean"]
+    tok = AutoTokenizer.from_pretrained(micro_trio / "target")
+    expect = {"hidden_q": AutoConfig.from_pretrained(micro_trio / "draft").hidden_size,
+              "hidden_p": AutoConfig.from_pretrained(micro_trio / "target").hidden_size,
+              "tokenizer_hash": tokenizer_hash(tok)}
+    head, cfg = load_head(run_dir / "head", expect=expect)
+    assert cfg["training"]["lambda"] == 0.1 and cfg["data"] == "synthetic" and cfg["target"]["kind"] == "ensemble"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["head"] == str(run_dir / "head") and summary["steps"] == 3
+
+
+def test_smoke_cnndm_and_mbpp_as_a_multirun_with_summary_table(micro_trio, tmp_path):
+    sweep = tmp_path / "sweep"
+    p = run(["-m", "task=cnndm,mbpp", "lambda=0.1", "debug=smoke", f"model.dir={micro_trio}",
+             f"hydra.sweep.dir={sweep}", "logger=disabled"])
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    dirs = sorted(d for d in sweep.iterdir() if d.is_dir() and (d / "summary.json").exists())
+    assert len(dirs) == 2
+    for d, task in zip(dirs, ["cnndm", "mbpp"]):
+        assert json.loads((d / "summary.json").read_text())["task"] == task
+        load_head(d / "head")
+    table = p.stdout[p.stdout.index("[sweep]"):]
+    assert "cnndm" in table and "mbpp" in table and "accept" in table
+
+
+def test_two_ranks_reward_is_the_mean_of_ranks(micro_trio, tmp_path):
+    run_dir = tmp_path / "ddp"
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    p = run(smoke_args(micro_trio, run_dir, "train.steps=2", "deepspeed=zero1"), launcher=torchrun)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert len(rows) == 2
+    for r in rows:
+        assert len(r["reward_ranks"]) == 2
+        assert r["task_reward"] == pytest.approx(sum(r["reward_ranks"]) / 2, abs=1e-9)
+    # one export, by rank 0; no stray run directories from rank 1
+    load_head(run_dir / "head")
+    assert not (ROOT / ".hydra").exists()
+
+
+@pytest.fixture(scope="session")
+def resumed_run(micro_trio, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("train") / "killed"
+    p = run(smoke_args(micro_trio, run_dir, "fault.kill_at_step=1"))
+    assert p.returncode == -9, p.stdout[-3000:] + p.stderr[-3000:]  # SIGKILL mid-step 2
+    assert [r["step"] for r in metrics(run_dir)] == [1]
+    p = run(smoke_args(micro_trio, run_dir, "resume=true"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "resumed from" in p.stdout
+    return run_dir
+
+
+def test_kill_and_resume_equals_an_uninterrupted_run(gsm8k_run, resumed_run):
+    full, _ = gsm8k_run
+    a, b = metrics(full), metrics(resumed_run)
+    assert [r["step"] for r in b] == [1, 2, 3]
+    for ra, rb in zip(a, b):
+        for k in ra.keys() - TIMING_KEYS:
+            assert ra[k] == rb[k], (ra["step"], k, ra[k], rb[k])
+    wa, wb = load_file(full / "head" / "head.safetensors"), load_file(resumed_run / "head" / "head.safetensors")
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert (wa[k] == wb[k]).all(), k
+
+
+def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_overwritten(micro_trio, resumed_run, tmp_path):
+    run_dir = tmp_path / "corrupt"
+    shutil.copytree(resumed_run, run_dir)
+    root = run_dir / "checkpoints"
+    latest = (root / "latest").read_text().strip()
+    tags = sorted(d.name for d in root.iterdir() if d.is_dir())
+    assert latest == "step000003" and tags == ["step000002", "step000003"]
+    bad = next((root / latest).glob("*model_states.pt"))
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    before = {p: sha(p) for p in root.rglob("*") if p.is_file()}
+    p = run(smoke_args(micro_trio, run_dir, "resume=true", "train.steps=4"))
+    assert p.returncode != 0
+    err = p.stdout + p.stderr
+    assert "CheckpointError" in err and "is corrupt" in err and "step000002" in err  # names the fallback
+    after = {p: sha(p) for p in root.rglob("*") if p.is_file()}
+    assert after == before  # neither the good nor the corrupt checkpoint was touched
