@@ -61,6 +61,8 @@ def main(cfg: DictConfig) -> dict:
     from specdec.models import resolve_device
     from train.trainer import Trainer
 
+    if cfg.num_threads:
+        torch.set_num_threads(int(cfg.num_threads))
     device = resolve_device(cfg.device)
     if device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
