@@ -72,17 +72,21 @@ def test_smoke_gsm8k_exports_a_loadable_head(gsm8k_run, micro_trio):
 
 
 def test_smoke_cnndm_and_mbpp_as_a_multirun_with_summary_table(micro_trio, tmp_path):
+    """cnndm and mbpp, each over the target and over the contrastive pi_CD (the amateur is loaded for the latter)."""
     sweep = tmp_path / "sweep"
-    p = run(["-m", "task=cnndm,mbpp", "lambda=0.1", "debug=smoke", f"model.dir={micro_trio}",
-             f"hydra.sweep.dir={sweep}", "logger=disabled"])
+    p = run(["-m", "task=cnndm,mbpp", "target.kind=ensemble,contrastive", "lambda=0.1", "debug=smoke",
+             f"model.dir={micro_trio}", f"hydra.sweep.dir={sweep}", "logger=disabled"])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    dirs = sorted(d for d in sweep.iterdir() if d.is_dir() and (d / "summary.json").exists())
-    assert len(dirs) == 2
-    for d, task in zip(dirs, ["cnndm", "mbpp"]):
-        assert json.loads((d / "summary.json").read_text())["task"] == task
-        load_head(d / "head")
-    table = p.stdout[p.stdout.index("[sweep]"):]
-    assert "cnndm" in table and "mbpp" in table and "accept" in table
+    dirs = sorted((d for d in sweep.iterdir() if (d / "summary.json").exists()), key=lambda d: int(d.name.split("_")[0]))
+    assert len(dirs) == 4
+    for d, (task, kind) in zip(dirs, [(t, k) for t in ("cnndm", "mbpp") for k in ("ensemble", "contrastive")]):
+        summary = json.loads((d / "summary.json").read_text())
+        assert (summary["task"], summary["target"]) == (task, kind)
+        _, cfg = load_head(d / "head")
+        assert cfg["target"]["kind"] == kind and cfg["task"] == task
+    table = p.stdout[p.stdout.index("[sweep]"):].splitlines()
+    assert table[1].split()[:6] == ["task", "lambda", "target", "steps", "reward", "accept"]
+    assert sorted(line.split()[0] for line in table[3:7]) == ["cnndm", "cnndm", "mbpp", "mbpp"]
 
 
 def test_two_ranks_reward_is_the_mean_of_ranks(micro_trio, tmp_path):
