@@ -1,0 +1,33 @@
+"""Small pure pieces of the training job: data order, stop-string truncation, model path resolution."""
+
+import pytest
+from omegaconf import OmegaConf
+
+from data.tokenizer import build_tokenizer
+from train.rollout import cut_at_stop
+from train.trainer import batch_indices, resolve_model_paths
+
+
+def test_batch_indices_are_a_pure_function_of_seed_and_step_and_cover_each_epoch():
+    n, per = 10, 4
+    steps = [batch_indices(s, n, per, seed=3) for s in range(5)]  # 20 draws = 2 epochs
+    assert steps == [batch_indices(s, n, per, seed=3) for s in range(5)]
+    flat = [i for s in steps for i in s]
+    assert sorted(flat[:10]) == list(range(10)) and sorted(flat[10:]) == list(range(10))
+    assert steps != [batch_indices(s, n, per, seed=4) for s in range(5)]
+
+
+def test_cut_at_stop_masks_the_tokens_after_the_stop_string():
+    tok = build_tokenizer()
+    ids = tok("ab #### 5\nQuestion: more", add_special_tokens=False)["input_ids"]
+    text, keep = cut_at_stop(tok, ids, ("\nQuestion:",))
+    assert text == "ab #### 5"
+    assert tok.decode(ids[:keep]) == "ab #### 5\nQuestion:"
+    assert cut_at_stop(tok, ids, ("nothing",)) == (tok.decode(ids), len(ids))
+
+
+def test_model_paths_from_dir_or_explicit():
+    cfg = OmegaConf.create({"dir": "/m", "embedded": False, "target": None, "draft": "/x/d", "amateur": None})
+    assert resolve_model_paths(cfg) == {"target": "/m/target", "draft": "/x/d", "amateur": "/m/amateur"}
+    with pytest.raises(ValueError, match="target"):
+        resolve_model_paths(OmegaConf.create({"dir": None, "embedded": False, "target": None, "draft": "d"}))
