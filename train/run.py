@@ -6,6 +6,15 @@ them, and the head is updated through `deepspeed.initialize` (AdamW, gradient cl
 gradients are averaged across ranks). Metrics are all-reduced; only rank 0 logs, checkpoints' manifest and
 exports. The data order and every rollout's random stream are pure functions of (seed, step, rank), so a resumed
 run continues exactly as an uninterrupted one.
+
+Launch:
+    python train/run.py task=gsm8k lambda=0.1                                   # one process (CPU or one GPU)
+    torchrun --standalone --nproc_per_node 2 train/run.py task=gsm8k debug=smoke   # 2 ranks (gloo on CPU)
+    deepspeed --no_local_rank --num_gpus 8 train/run.py model=llama3_8b_1b task=gsm8k
+    deepspeed --no_local_rank --hostfile hostfile --master_addr node0 train/run.py ...   # multi-node
+      (hostfile lines: `node0 slots=8`; the run dir must be on a filesystem every node sees)
+    python train/run.py -m task=gsm8k lambda=0.0,0.05,0.1,0.5                 # sweep + summary table
+    python train/run.py ... hydra.run.dir=<old run dir> resume=true             # continue a killed run
 """
 
 from __future__ import annotations
