@@ -30,7 +30,7 @@ def test_returns_and_global_normalisation_match_direct_computation():
     logp_ref = -torch.rand(3, 4, generator=g, dtype=torch.float64)
     lam_tok = torch.rand(3, 4, generator=g, dtype=torch.float64)
     kl_coef = 0.3
-    adv = compute_advantages(
+    adv, scale = compute_advantages(
         algo="reinforce_pp", task_reward=R, mask=MASK, group=None, logp_old=logp_old, logp_ref=logp_ref,
         kl_coef=kl_coef, lam_per_token=lam_tok,
     )
@@ -47,16 +47,17 @@ def test_returns_and_global_normalisation_match_direct_computation():
     vals = G[m]
     want = np.where(m, (G - vals.mean()) / (vals.std() + 1e-8), 0.0)
     np.testing.assert_allclose(adv.numpy(), want, rtol=1e-10, atol=1e-12)
+    assert scale == pytest.approx(vals.std(), rel=1e-6)
     assert abs(adv[MASK].mean().item()) < 1e-12 and abs(adv[MASK].std(unbiased=False).item() - 1) < 1e-6
 
 
 def test_plain_reinforce_uses_moving_baseline_without_normalisation():
-    adv = compute_advantages(
+    adv, scale = compute_advantages(
         algo="reinforce", task_reward=R, mask=MASK, group=None, logp_old=torch.zeros(3, 4, dtype=torch.float64),
         logp_ref=torch.zeros(3, 4, dtype=torch.float64), kl_coef=0.0, lam_per_token=None, moving_baseline=0.25,
     )
     want = (R[:, None] - 0.25) * MASK
-    assert torch.allclose(adv, want.to(adv.dtype))
+    assert torch.allclose(adv, want.to(adv.dtype)) and scale == 1.0
 
 
 def test_group_baseline():

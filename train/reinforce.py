@@ -100,10 +100,10 @@ def token_returns(r: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> to
     return g
 
 
-def normalize_advantages(returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """REINFORCE++'s global normalisation: (G - mean) / std over all valid tokens of all ranks."""
+def normalize_advantages(returns: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """REINFORCE++'s global normalisation: (G - mean) / std over all valid tokens of all ranks; also the std."""
     mean, std = masked_global_mean_std(returns, mask)
-    return (returns - mean) / (std + EPS) * mask.to(returns.dtype)
+    return (returns - mean) / (std + EPS) * mask.to(returns.dtype), float(std) + EPS
 
 
 @dataclass
@@ -147,7 +147,8 @@ def policy_loss(
     clip_eps: float | None,
 ) -> LossOut:
     """The head's loss on a minibatch, from its current w: the policy-gradient part (clipped ratio when clip_eps
-    is set, plain -A*log nu otherwise) minus lambda * mean_t(1 - w_t tv_t) in 'differentiable' mode."""
+    is set, plain -A*log nu otherwise) minus lam * mean_t(1 - w_t tv_t) in 'differentiable' mode.
+    Pass lam = lambda / advantage scale (compute_advantages) so both parts keep the objective's proportions."""
     maskf = mask.to(w.dtype)
     n = maskf.sum().clamp_min(1.0)
     logp = log_nu(w, p_tok, q_tok)
@@ -176,9 +177,14 @@ def compute_advantages(
     gamma: float = 1.0,
     group_baseline_on: bool = False,
     moving_baseline: float | None = None,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, float]:
     """[N, T] advantages for algo 'reinforce_pp' (global normalisation) or 'reinforce' (return minus a moving
-    baseline, no normalisation). lam_per_token: lambda*(1 - w tv) in 'reward' mode, else None."""
+    baseline, no normalisation), and the scale they were divided by (the returns' std, or 1).
+    lam_per_token: lambda*(1 - w tv) in 'reward' mode, else None.
+
+    The scale matters for lambda_mode='differentiable': normalising advantages multiplies the task-reward part
+    of the gradient by 1/scale, so the lambda term must be divided by the same scale for the update to follow
+    the stated objective E[R + lambda * sum_t (1 - w_t tv_t)] (see policy_loss's lam argument)."""
     seq_r = task_reward
     if group_baseline_on:
         if group is None:
@@ -191,5 +197,5 @@ def compute_advantages(
         return normalize_advantages(g, mask)
     if algo == "reinforce":
         b = 0.0 if moving_baseline is None else moving_baseline
-        return (g - b) * mask.to(g.dtype)
+        return (g - b) * mask.to(g.dtype), 1.0
     raise ValueError(f"unknown algo {algo!r}: use reinforce_pp or reinforce")

@@ -190,7 +190,7 @@ class Trainer:
             lam_tok = self.lam * expected_accept(b.w, b.tv) if algo.lambda_mode == "reward" else None
             if algo.name == "reinforce":  # moving baseline of the mean sequence return, updated after use
                 seq_ret = _global_mean(task_reward)
-            adv = compute_advantages(
+            adv, adv_scale = compute_advantages(
                 algo=algo.name, task_reward=task_reward, mask=b.mask, group=group, logp_old=logp_old,
                 logp_ref=logp_ref, kl_coef=float(algo.kl_coef), lam_per_token=lam_tok, gamma=float(algo.gamma),
                 group_baseline_on=bool(algo.group_baseline), moving_baseline=self.baseline,
@@ -209,7 +209,7 @@ class Trainer:
                 mb = mb.to(self.device)
                 w = self.engine(b.h_q[mb], b.h_p[mb], b.feats[mb])
                 out = policy_loss(w, b.p_tok[mb], b.q_tok[mb], b.tv[mb], logp_old[mb], adv[mb], b.mask[mb],
-                                  lam=self.lam, lambda_mode=algo.lambda_mode, clip_eps=clip_eps)
+                                  lam=self.lam / adv_scale, lambda_mode=algo.lambda_mode, clip_eps=clip_eps)
                 self.engine.backward(out.loss)
                 gn = _grad_norm(self.head)  # before step (which zeroes grads); None where ZeRO-2 partitions them
                 self.engine.step()
@@ -223,6 +223,7 @@ class Trainer:
         k = max(stats.pop("updates"), 1)
         stats = {key: v / k for key, v in stats.items()}
         stats["w_recompute_gap"] = w_gap
+        stats["adv_scale"] = adv_scale
         stats["kl_sum"] = float(((logp_old - logp_ref) * b.mask).sum())
         return stats
 
@@ -255,7 +256,7 @@ class Trainer:
             "tv_mean": tot["tv"] / tokens,
             "kl": tot["kl"] / tokens,
             "clip_frac": upd["clip_frac"], "approx_kl": upd["approx_kl"], "grad_norm": upd["grad_norm"],
-            "pg_loss": upd["pg_loss"], "w_recompute_gap": upd["w_recompute_gap"],
+            "pg_loss": upd["pg_loss"], "w_recompute_gap": upd["w_recompute_gap"], "adv_scale": upd["adv_scale"],
             "new_tokens": tot["new_tokens"], "tokens_per_s": tot["new_tokens"] / max(max_roll, 1e-9),
             "time_rollout": t_rollout, "time_reward": t_reward, "time_update": t_update, "time_step": t_step,
             "reward_ranks": rank_rewards,
