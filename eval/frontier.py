@@ -9,7 +9,9 @@ into the run directory:
   acceptance_vs_score.png  acceptance rate against task score (the static sweep is a curve; heads trained with
                            different lambda form their own curve);
   rejection_vs_bias.png    rejection rate against TV bias, with the theoretical static line
-                           rejection + bias = E[TV(p, q)] (a static ensemble lies on it; a dynamic head can go below);
+                           rejection + bias = E[TV(p, q)] (a static ensemble lies on it; a dynamic head can go below):
+                           as measured, and divided by each run's own E[TV(p, q)], which differs between runs
+                           because their texts differ (there the line is x + y = 1 exactly);
   frontier.md              every run, then the closing-note selection (ar_target, sd, the best static w at equal
                            accuracy, lossy, cascade, heads).
 Rejection and bias are measured on tested positions (accepted drafts and first rejections), where the line holds
@@ -150,34 +152,56 @@ def plot_acceptance_vs_score(rows: list[dict], path: Path, title: str = "") -> P
     return path
 
 
+def _norm(m: dict, key: str) -> float | None:
+    """A run's quantity divided by its own E[TV(p, q)] on tested positions."""
+    tv = m.get("tv_pq_tested")
+    return m[key] / tv if tv else None
+
+
 def plot_rejection_vs_bias(rows: list[dict], path: Path, title: str = "") -> Path | None:
+    """Left: rejection vs bias as measured, with the line at the sweep's mean E[TV(p, q)]. Right: both divided by
+    each run's own E[TV(p, q)] (it differs between methods because their texts differ), where the static theory
+    is exactly the line x + y = 1 for every w and a point below it beats the static trade-off."""
     pts = [m for m in rows if m.get("rejection_rate") is not None and m.get("tv_bias_tested") is not None]
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    statics = [m for m in pts if kind(m) == "static"]
-    tvs = [m["tv_pq_tested"] for m in (statics or pts) if m.get("tv_pq_tested") is not None]
-    if tvs:
-        e_tv = sum(tvs) / len(tvs)
-        ax.plot([0, e_tv], [e_tv, 0], color="black", lw=1.5, ls=":", zorder=2.5,
-                label=f"static theory: rejection + bias = E[TV(p,q)] = {e_tv:.3f}")
-    _curve(ax, statics, "tv_bias_tested", "rejection_rate", color="tab:blue", lw=1, alpha=0.6,
-           label="static ensemble sweep (measured)")
-    _curve(ax, [m for m in pts if kind(m) == "head"], "tv_bias_tested", "rejection_rate", color="tab:red", lw=1,
-           ls="--", label="heads (by λ)")
     for m in pts:
-        ax.scatter(m["tv_bias_tested"], m["rejection_rate"], zorder=3, **_style(m))
-        _annotate(ax, m, m["tv_bias_tested"], m["rejection_rate"])
-    ax.set_xlabel("TV bias: mean TV(ν, p) on tested positions")
-    ax.set_ylabel("rejection rate (rejections / tested drafts)")
-    ax.set_xlim(left=-0.01)
-    ax.set_ylim(bottom=-0.01)
-    ax.set_title(title or "rejection vs bias")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+        m["_rej_n"], m["_bias_n"] = _norm(m, "rejection_rate"), _norm(m, "tv_bias_tested")
+    fig, axes = plt.subplots(1, 2, figsize=(12.8, 5.2))
+    statics = [m for m in pts if kind(m) == "static"]
+    heads = [m for m in pts if kind(m) == "head"]
+    tvs = [m["tv_pq_tested"] for m in (statics or pts) if m.get("tv_pq_tested") is not None]
+    panels = (
+        (axes[0], "tv_bias_tested", "rejection_rate", sum(tvs) / len(tvs) if tvs else None,
+         "TV bias: mean TV(ν, p) on tested positions", "rejection rate (rejections / tested drafts)",
+         "static theory at the sweep's mean E[TV(p,q)] = {:.3f}"),
+        (axes[1], "_bias_n", "_rej_n", 1.0, "TV bias / E[TV(p, q)] of the same run",
+         "rejection rate / E[TV(p, q)] of the same run", "static theory: rejection + bias = E[TV(p,q)]"),
+    )
+    for ax, xk, yk, e_tv, xlabel, ylabel, line_label in panels:
+        if e_tv:
+            ax.plot([0, e_tv], [e_tv, 0], color="black", lw=1.5, ls=":", zorder=2.5, label=line_label.format(e_tv))
+        _curve(ax, statics, xk, yk, color="tab:blue", lw=1, alpha=0.6, label="static ensemble sweep (measured)")
+        _curve(ax, heads, xk, yk, color="tab:red", lw=1, ls="--", label="heads (by λ)")
+        for m in pts:
+            if m.get(xk) is None or m.get(yk) is None:
+                continue
+            ax.scatter(m[xk], m[yk], zorder=3, **_style(m))
+            _annotate(ax, m, m[xk], m[yk])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_xlim(left=-0.01)
+        ax.set_ylim(bottom=-0.01)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    axes[0].set_title("measured")
+    axes[1].set_title("normalised by each run's E[TV(p, q)]")
+    fig.suptitle(title or "rejection vs bias")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+    for m in pts:
+        del m["_rej_n"], m["_bias_n"]
     return path
 
 
@@ -197,8 +221,9 @@ def write_report(rows: list[dict], out_dir: Path, title: str = "") -> dict[str, 
         if p is not None:
             paths[name] = p
     first = rows[0]
+    gamma = next((m["gamma"] for m in rows if m.get("gamma")), 0)
     header = (f"# {title or 'Frontier'}\n\ntask={first['task']} ({first['data_label']} data), "
-              f"temperature={first['temperature']}, gamma={first['gamma']}, n={first['num_samples']}, "
+              f"temperature={first['temperature']}, gamma={gamma}, n={first['num_samples']}, "
               f"seed={first['seed']}, models={first.get('model')}\n")
     cross = [f"- {m['label']}: head trained on {m['head_task']}, evaluated on {m['task']}" for m in rows
              if m.get("cross_task")]
