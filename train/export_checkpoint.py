@@ -1,0 +1,72 @@
+"""Export the head of any training checkpoint (e.g. an earlier step of a run) in the standard head format.
+
+    python train/export_checkpoint.py <run dir>/checkpoints/step000050 <out dir>
+
+Reads the run's train_config.yaml (two levels up) for the architecture, the model pair and the training
+config; the checkpoint is verified against its manifest first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+from omegaconf import OmegaConf
+from transformers import AutoConfig, AutoTokenizer
+
+from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from specdec.targets import PAIR_FEATURES
+from train.checkpoint import verify_checkpoint
+from train.trainer import resolve_model_paths
+
+
+def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path | None = None) -> Path:
+    ckpt = Path(ckpt)
+    verify_checkpoint(ckpt)
+    cfg_path = Path(run_config) if run_config else ckpt.parent.parent / "train_config.yaml"
+    cfg = OmegaConf.load(cfg_path)
+    paths = resolve_model_paths(cfg.model)
+    hq = AutoConfig.from_pretrained(paths["draft"]).hidden_size
+    hp = AutoConfig.from_pretrained(paths["target"]).hidden_size
+    hcfg = HeadConfig(hidden_q=hq, hidden_p=hp, num_features=len(PAIR_FEATURES) if cfg.head.features else 0,
+                      arch=cfg.head.arch, mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
+                      normalize=cfg.head.normalize, init_w=cfg.head.init_w)
+    head = EnsembleHead(hcfg)
+    states = sorted(ckpt.glob("mp_rank_*_model_states.pt"))
+    if not states:
+        raise FileNotFoundError(f"no DeepSpeed model states in {ckpt}")
+    # our own checkpoint, verified against its manifest above; DeepSpeed stores it with torch.save
+    state = torch.load(states[0], map_location="cpu", weights_only=False)
+    head.load_state_dict(state["module"])
+    step = int(state.get("step", -1)) if "step" in state else int(ckpt.name.removeprefix("step"))
+    metrics_file = cfg_path.parent / "metrics.jsonl"
+    window = []
+    if metrics_file.exists():
+        rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+        window = [r for r in rows if step - 10 < r["step"] <= step]
+    keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
+    metrics = {k: sum(r[k] for r in window) / len(window) for k in keys} if window else {}
+    tok = AutoTokenizer.from_pretrained(paths["target"])
+    meta = {
+        "models": {k: Path(v).name for k, v in paths.items() if v},
+        "tokenizer_hash": tokenizer_hash(tok),
+        "target": OmegaConf.to_container(cfg.target, resolve=True),
+        "task": cfg.task.name,
+        "data": cfg.data.source,
+        "training": OmegaConf.to_container(cfg, resolve=True),
+        "checkpoint": {"path": str(ckpt), "step": step},
+        "metrics": metrics,
+        "git_revision": git_revision(),
+    }
+    return export_head(head, out, meta)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (3, 4):
+        sys.exit("usage: python train/export_checkpoint.py <checkpoint dir> <out dir> [train_config.yaml]")
+    print(f"exported head: {export_checkpoint(*sys.argv[1:])}")
