@@ -196,10 +196,15 @@ def _sd(models: Models, cfg: DictConfig) -> MethodSpec:
     return _sd_like(models, cfg, ExactRule(), "sd", {})
 
 
+def w_str(w: float) -> str:
+    """0.5 -> '0.50', 0.975 -> '0.975': two decimals unless more are needed."""
+    return f"{w:.2f}" if round(w, 2) == w else f"{w:g}"
+
+
 @register("static")
 def _static(models: Models, cfg: DictConfig) -> MethodSpec:
     w = float(_m(cfg, "w", 0.5))
-    return _sd_like(models, cfg, StaticEnsembleRule(w), f"static(w={w:.2f})", {"w": w})
+    return _sd_like(models, cfg, StaticEnsembleRule(w), f"static(w={w_str(w)})", {"w": w})
 
 
 class LossyOutputRule(LossyRule):

@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from data.tasks import Task, get_task
-from eval.methods import MethodSpec, Models, build_method, head_task
+from eval.methods import MethodSpec, Models, build_method, head_task, w_str
 from eval.metrics import (
     acceptance_metrics,
     bootstrap_ci,
@@ -333,7 +333,7 @@ def evaluate(cfg: DictConfig, out_dir: str | Path | None = None, models: Models 
         for w in cfg.method.grid:
             c = method_cfg(cfg, name="static", w=float(w))
             spec = build_method("static", models, c)
-            results.append(run_method(c, spec, models, task, examples, out_dir / f"w={float(w):.2f}"))
+            results.append(run_method(c, spec, models, task, examples, out_dir / f"w={w_str(float(w))}"))
         table = markdown_table(results)
         (out_dir / TABLE).write_text(table + "\n")
         print(table)
