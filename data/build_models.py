@@ -59,6 +59,7 @@ class Train:
     weight_decay: float = 0.01
     distill: bool = False  # KL to the target instead of cross-entropy on the data
     sample_frac: float = 0.0  # share of each distillation batch made of target samples (rest: gold data)
+    mix: dict | None = None  # task mixture; None = TASK_MIX
 
 
 @dataclass
@@ -77,10 +78,12 @@ class Recipe:
 
 FULL = Recipe(
     target=Arch(hidden=96, layers=3, heads=4, mlp=256),
-    draft=Arch(hidden=32, layers=1, heads=2, mlp=96),
+    draft=Arch(hidden=40, layers=1, heads=2, mlp=112),
     amateur=Arch(hidden=48, layers=1, heads=2, mlp=128),
     train_target=Train(steps=2400, batch=16, lr=3e-3),
-    train_draft=Train(steps=600, batch=16, lr=5e-3, distill=True, sample_frac=0.5),
+    # the draft must follow the target on every task (acceptance), so it sees them in equal shares
+    train_draft=Train(steps=3000, batch=16, lr=5e-3, distill=True, sample_frac=0.5,
+                      mix={"gsm8k": 0.25, "cnndm": 0.25, "xsum": 0.25, "mbpp": 0.25}),
     train_amateur=Train(steps=300, batch=16, lr=5e-3),
     samples=512,
 )
@@ -193,7 +196,7 @@ def train_model(
     ema = None
     for step in bar:
         n_samp = int(round(tr.sample_frac * tr.batch)) if (tr.distill and sample_pool) else 0
-        sel = step_indices(seed + 17 * MODEL_NAMES.index(name), step, tr.batch - n_samp, pools, TASK_MIX)
+        sel = step_indices(seed + 17 * MODEL_NAMES.index(name), step, tr.batch - n_samp, pools, tr.mix or TASK_MIX)
         if n_samp:
             g = np.random.default_rng([seed, step, 99])
             sel += [("_samples", int(g.integers(len(sample_pool)))) for _ in range(n_samp)]
