@@ -19,6 +19,10 @@ What is implemented (the paper's Naive-CoS plus its Alternate Proposal Framework
   * Every emitted token is exactly π_CD-distributed (each is a speculative-sampling step against π_CD with the
     distribution its proposal was drawn from), so greedy CoS reproduces greedy CD token for token.
 
+The paper writes CD as Softmax(l_p − μ·l_q); here ν is the project's π_CD ∝ p^(1+α)·q^(−α) on the β-mask
+(`specdec.targets.contrastive_target`), the algorithm is unchanged. A round that accepts all γ drafts emits γ
+tokens (the bonus is emitted next round, after the amateur's check), so tokens per round is not L+1 here.
+
 Per-round records follow `specdec.generate` (one round = one expert call): `drafted` = γ plus 1 when an expert
 proposal was pending, `accepted` counts accepted amateur drafts plus the accepted expert proposal, and the
 per-draft arrays list the expert proposal first. Not implemented: the paper's n-model generalisation and
