@@ -97,3 +97,20 @@ def test_bad_arguments_have_clear_errors():
         generate("humaneval", "train", 1, 0)
     with pytest.raises(ValueError, match="split must be"):
         generate("gsm8k", "validation", 1, 0)
+
+
+def test_gsm8k_answer_connectives_follow_the_question_voice():
+    """The wording is context-dependent: answer connectives mostly keep the voice the question set."""
+    kept = total = 0
+    for row in generate("gsm8k", "train", 400, seed=0):
+        q_conns = {s.split(", ")[0] for s in row["question"].split(". ")[1:] if ", " in s}
+        voice = [v for v, conns in enumerate(synthetic.Q_CONNECTIVES) if q_conns & set(conns)]
+        assert len(voice) == 1, row["question"]
+        for line in row["answer"].split("\n"):
+            for v, conns in enumerate(synthetic.A_CONNECTIVES):
+                if any(line.startswith(c + " ") for c in conns):
+                    total += 1
+                    kept += v == voice[0]
+    assert total > 300
+    # VOICE_KEEP = 0.8 in-voice plus 1/3 of the other 0.2: about 0.87 expected, 1/3 if it were ignored
+    assert 0.8 < kept / total < 0.94
