@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,17 @@ TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step", "token
 
 
 def run(args: list[str], timeout: int = 300, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+    """Run train/run.py in its own session; on timeout kill the whole group (torchrun's workers included)."""
     cmd = (launcher or [sys.executable]) + ["train/run.py", *args]
-    return subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def smoke_args(micro_trio: Path, run_dir: Path, *extra: str) -> list[str]:
