@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
 
 from specdec.models import LM, check_tokenizers_match, load_model
@@ -24,11 +23,9 @@ from specdec.targets import (
     ExactRule,
     HeadEnsembleRule,
     LossyRule,
-    RoundScores,
     Rule,
     StaticEnsembleRule,
 )
-from specdec.verify import output_distribution
 
 
 @dataclass
@@ -207,30 +204,10 @@ def _static(models: Models, cfg: DictConfig) -> MethodSpec:
     return _sd_like(models, cfg, StaticEnsembleRule(w), f"static(w={w_str(w)})", {"w": w})
 
 
-class LossyOutputRule(LossyRule):
-    """Leviathan's lenient rule verified against the distribution it really samples from.
-
-    LossyRule returns nu = p/l (unnormalised), so the loop's records (TV(nu, p), nu_token) describe p, not the
-    lenient output, and its TV bias reads 0. At the draft positions this rule returns instead
-    nu_eff = verify.output_distribution(p/l, q) = min(q, p/l) + (1 - a) norm(max(0, p/l - q)). Verifying against
-    nu_eff is the same procedure: min(1, nu_eff/q) = min(1, p/(l q)) token by token, and max(0, nu_eff - q) is
-    proportional to max(0, p/l - q), so acceptances and emitted tokens have the same law (tests/test_eval.py).
-    Greedy decoding keeps p/l (its argmax is p's).
-    """
-
-    def __call__(self, scores: RoundScores):
-        nu, w = super().__call__(scores)
-        if not scores.temperature or scores.q is None:
-            return nu, w
-        g = scores.q.shape[1] if scores.q.shape[1] < nu.shape[1] else nu.shape[1] - 1
-        eff = output_distribution(nu[:, :g], scores.q[:, :g].to(nu.dtype))
-        return torch.cat([eff, nu[:, g:]], dim=1), w
-
-
 @register("lossy")
 def _lossy(models: Models, cfg: DictConfig) -> MethodSpec:
     lenience = float(_m(cfg, "lenience", 0.5))
-    return _sd_like(models, cfg, LossyOutputRule(lenience), f"lossy(l={lenience:g})", {"lenience": lenience})
+    return _sd_like(models, cfg, LossyRule(lenience), f"lossy(l={lenience:g})", {"lenience": lenience})
 
 
 @register("cascade")

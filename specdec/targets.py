@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec.verify import output_distribution
+
 # ----------------------------------------------------------------------------------------------- pure functions
 
 
@@ -175,14 +177,25 @@ class StaticEnsembleRule(Rule):
 
 
 class LossyRule(Rule):
+    """Leviathan's lenient rule, returned as the normalised distribution it really samples from.
+
+    Verifying against ν_eff = output_distribution(p/l, q) is the same procedure as verifying against p/l: where
+    p/l ≤ q, ν_eff = p/l (same acceptance probability); where p/l > q, ν_eff ≥ q (accepted either way); and the
+    residual max(0, ν_eff − q) is proportional to max(0, p/l − q). Returning ν_eff keeps ν normalised, so the
+    loop's records (ν(x_t), TV(ν, p): the rule's real bias) describe what is sampled. The bonus token comes from p.
+    """
+
     def __init__(self, lenience: float):
         lossy_target(torch.ones(1), lenience)  # validates
         self.lenience = float(lenience)
 
     def __call__(self, scores: RoundScores):
-        nu = lossy_target(scores.p, self.lenience)
-        nu[:, -1] = scores.p[:, -1]  # the bonus token is drawn from p itself
-        return nu, None
+        p = scores.p
+        if scores.q is None or not scores.temperature:  # γ = 0, or greedy (argmax of p/l is p's): plain p
+            return p, None
+        g = min(scores.q.shape[1], p.shape[1] - 1)
+        eff = output_distribution(lossy_target(p[:, :g], self.lenience), scores.q[:, :g].to(p.dtype))
+        return torch.cat([eff, p[:, g:]], dim=1), None
 
 
 class CascadeRule(Rule):

@@ -280,11 +280,10 @@ def test_hydra_config_static_sweep_end_to_end(micro_trio, tmp_path):
     assert "static(w=1.00)" in (tmp_path / "table.md").read_text()
 
 
-def test_lossy_output_rule_is_the_same_procedure():
-    """Verifying against output_distribution(p/l, q) accepts each draft with the same probability and draws the
-    same residual as Leviathan's p/l, and its nu is the lenient rule's real output (so its TV bias is right)."""
-    from eval.methods import LossyOutputRule
-    from specdec.targets import LossyRule
+def test_lossy_rule_is_leviathans_procedure():
+    """LossyRule's ν = output_distribution(p/l, q) accepts each draft with the same probability and draws the
+    same residual as Leviathan's p/l, and is the lenient rule's real output (so its TV bias is right)."""
+    from specdec.targets import LossyRule, lossy_target
     from specdec.verify import output_distribution
 
     g = torch.Generator().manual_seed(0)
@@ -292,8 +291,8 @@ def test_lossy_output_rule_is_the_same_procedure():
     p = torch.softmax(2 * torch.randn(B, GAMMA + 1, V, generator=g, dtype=torch.float64), -1)
     q = torch.softmax(2 * torch.randn(B, GAMMA, V, generator=g, dtype=torch.float64), -1)
     scores = RoundScores(p.log(), 1.0, q)
-    raw, _ = LossyRule(lenience)(scores)
-    eff, _ = LossyOutputRule(lenience)(scores)
+    raw = lossy_target(p, lenience)  # Leviathan's rule as written: accept min(1, p/(l·q)), residual p/l − q
+    eff, _ = LossyRule(lenience)(scores)
     assert torch.allclose(eff[:, :GAMMA].sum(-1), torch.ones(B, GAMMA, dtype=torch.float64))
     assert torch.allclose(eff[:, GAMMA], p[:, GAMMA])  # the bonus token still comes from p
     beta_raw = torch.clamp(raw[:, :GAMMA] / q, max=1.0)
