@@ -7,7 +7,6 @@ with the `register(name)` decorator (eval/methods_contrastive.py registers cd, d
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from specdec.models import LM, check_tokenizers_match, load_model
+from specdec.loading import Models  # noqa: F401 (re-export)
+from specdec.models import LM
 from specdec.proposers import DraftModelProposer, NgramProposer, Proposer
 from specdec.targets import (
     CascadeRule,
@@ -43,86 +43,7 @@ class MethodSpec:
     extra_metrics: Callable[[list[dict], list[dict]], dict] | None = None  # (samples, batches) -> more metrics
 
 
-# ---------------------------------------------------------------- the models
-class Models:
-    """The target / draft / amateur trio (each an LM with its own cache) and their tokenizer, loaded lazily from
-    the model config: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}, built by
-    data.build_models.ensure_embedded when `embedded: true`) and/or explicit `target`, `draft`, `amateur` paths;
-    `device` and `dtype`."""
-
-    def __init__(self, model_cfg: DictConfig | dict):
-        self.cfg = dict(model_cfg)
-        self.device = self.cfg.get("device", "cpu") or "cpu"
-        self.dtype = self.cfg.get("dtype", "float32") or "float32"
-        self._lms: dict[str, LM] = {}
-        self._tok = None
-
-    @functools.cached_property
-    def root(self) -> Path | None:
-        d = self.cfg.get("dir")
-        if d is None:
-            return None
-        if self.cfg.get("embedded", False):
-            from data.build_models import ensure_embedded
-
-            return Path(ensure_embedded(d))
-        return Path(d)
-
-    def path(self, role: str) -> str:
-        p = self.cfg.get(role)
-        if p:
-            return str(p)
-        if self.root is not None:
-            return str(self.root / role)
-        raise ValueError(f"model config gives no {role!r} model: set model.{role}=PATH or model.dir=TRIO_DIR")
-
-    def names(self) -> dict[str, str]:
-        out = {}
-        for role in ("target", "draft", "amateur"):
-            try:
-                out[role] = self.path(role)
-            except ValueError:
-                pass
-        return out
-
-    def lm(self, role: str) -> LM:
-        if role not in self._lms:
-            model, tok = load_model(self.path(role), device=self.device, dtype=self.dtype)
-            if self._tok is None:
-                self._tok = self._load_tokenizer(tok)
-            else:
-                check_tokenizers_match({"target": self._tok, role: tok})
-            self._lms[role] = LM(model, name=role)
-        return self._lms[role]
-
-    def _load_tokenizer(self, fallback):
-        tdir = self.cfg.get("tokenizer") or (self.root / "tokenizer" if self.root is not None else None)
-        if tdir is not None and Path(tdir).exists():
-            from transformers import AutoTokenizer
-
-            return AutoTokenizer.from_pretrained(str(tdir))
-        return fallback
-
-    @property
-    def target(self) -> LM:
-        return self.lm("target")
-
-    @property
-    def draft(self) -> LM:
-        return self.lm("draft")
-
-    @property
-    def amateur(self) -> LM:
-        return self.lm("amateur")
-
-    @property
-    def tokenizer(self):
-        if self._tok is None:
-            self.target  # noqa: B018 (loads the tokenizer with the target)
-        return self._tok
-
-
-# ---------------------------------------------------------------- registry
+# The trio loader lives in specdec.loading (training uses it too); re-exported here for method builders.
 MethodBuilder = Callable[[Models, DictConfig], MethodSpec]
 METHODS: dict[str, MethodBuilder] = {}
 

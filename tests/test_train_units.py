@@ -4,8 +4,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from data.tokenizer import build_tokenizer
+from specdec.loading import Models
 from train.rollout import cut_at_stop
-from train.trainer import batch_indices, resolve_model_paths
+from train.trainer import batch_indices
 
 
 def test_batch_indices_are_a_pure_function_of_seed_and_step_and_cover_each_epoch():
@@ -28,6 +29,6 @@ def test_cut_at_stop_masks_the_tokens_after_the_stop_string():
 
 def test_model_paths_from_dir_or_explicit():
     cfg = OmegaConf.create({"dir": "/m", "embedded": False, "target": None, "draft": "/x/d", "amateur": None})
-    assert resolve_model_paths(cfg) == {"target": "/m/target", "draft": "/x/d", "amateur": "/m/amateur"}
+    assert Models(cfg).names() == {"target": "/m/target", "draft": "/x/d", "amateur": "/m/amateur"}
     with pytest.raises(ValueError, match="target"):
-        resolve_model_paths(OmegaConf.create({"dir": None, "embedded": False, "target": None, "draft": "d"}))
+        Models(OmegaConf.create({"dir": None, "embedded": False, "target": None, "draft": "d"})).path("target")

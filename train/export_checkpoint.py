@@ -20,9 +20,9 @@ from omegaconf import OmegaConf
 from transformers import AutoConfig, AutoTokenizer
 
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train.checkpoint import verify_checkpoint
-from train.trainer import resolve_model_paths
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path | None = None) -> Path:
@@ -30,7 +30,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
     verify_checkpoint(ckpt)
     cfg_path = Path(run_config) if run_config else ckpt.parent.parent / "train_config.yaml"
     cfg = OmegaConf.load(cfg_path)
-    paths = resolve_model_paths(cfg.model)
+    paths = Models(cfg.model).names()
     hq = AutoConfig.from_pretrained(paths["draft"]).hidden_size
     hp = AutoConfig.from_pretrained(paths["target"]).hidden_size
     hcfg = HeadConfig(hidden_q=hq, hidden_p=hp, num_features=len(PAIR_FEATURES) if cfg.head.features else 0,

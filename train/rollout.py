@@ -11,38 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from specdec.generate import generate
-from specdec.models import LM, check_tokenizers_match, load_model
+from specdec.loading import Models
 from specdec.proposers import DraftModelProposer
 from specdec.targets import ContrastiveRule, HeadEnsembleRule
-
-
-@dataclass
-class Models:
-    target: LM
-    draft: LM
-    amateur: LM | None
-    tokenizer: Any
-    names: dict[str, str]
-
-
-def load_models(paths: dict[str, str], *, with_amateur: bool, device: str, dtype: str) -> Models:
-    """Load the frozen target and draft (and amateur) from local dirs or hub ids; tokenizers must match."""
-    names = {k: str(paths[k]) for k in ("target", "draft")}
-    if with_amateur:
-        if not paths.get("amateur"):
-            raise ValueError("target=contrastive needs an amateur model (model.amateur=...)")
-        names["amateur"] = str(paths["amateur"])
-    loaded = {k: load_model(v, device=device, dtype=dtype) for k, v in names.items()}
-    check_tokenizers_match({k: tok for k, (_, tok) in loaded.items()})
-    lms = {k: LM(m, k) for k, (m, _) in loaded.items()}
-    return Models(lms["target"], lms["draft"], lms.get("amateur"), loaded["target"][1],
-                  {k: Path(v).name if Path(v).exists() else v for k, v in names.items()})
 
 
 def make_rule(head: Callable, target_cfg: Any) -> HeadEnsembleRule:
@@ -104,7 +80,8 @@ def rollout(
     out = generate(
         models.target, DraftModelProposer(models.draft), prompts, rule=rule, gamma=gamma,
         max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=models.tokenizer.eos_token_id,
-        amateur=models.amateur, generator=generator, record_hidden=True,
+        amateur=models.amateur if target_cfg["kind"] == "contrastive" else None, generator=generator,
+        record_hidden=True,
     )
     seconds = time.perf_counter() - start
     rec = out.records

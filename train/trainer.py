@@ -20,10 +20,11 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.reinforce import compute_advantages, expected_accept, log_nu, policy_loss
-from train.rollout import Models, RolloutBatch, load_models, rollout
+from train.rollout import RolloutBatch, rollout
 
 # Global (all-rank) sums behind the per-step metrics, in this order.
 SUM_KEYS = ("reward", "samples", "lam_seq", "acc_tok", "tokens", "accepted", "drafted", "active_rounds", "w",
@@ -87,9 +88,11 @@ class Trainer:
         opts = cfg.task.get("reward_opts")
         self.reward_opts = OmegaConf.to_container(opts, resolve=True) if opts else {}
         self.target_cfg = OmegaConf.to_container(cfg.target, resolve=True)
-        paths = resolve_model_paths(cfg.model)
-        self.models: Models = load_models(paths, with_amateur=cfg.target.kind == "contrastive",
-                                          device=str(device), dtype=cfg.dtype)
+        self.models = Models({**OmegaConf.to_container(cfg.model, resolve=True), "device": str(device),
+                              "dtype": cfg.dtype})
+        self.models.target, self.models.draft  # noqa: B018 (load both now: tokenizer checks before decoding)
+        if cfg.target.kind == "contrastive":
+            self.models.amateur  # noqa: B018
         tok = self.models.tokenizer
         ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
                            n=cfg.data.n_train, seed=cfg.seed)
@@ -300,7 +303,7 @@ class Trainer:
                    "final": final, "first": first}
         if self.rank == 0:
             meta = {
-                "models": self.models.names,
+                "models": {k: Path(v).name if Path(v).exists() else v for k, v in self.models.names().items()},
                 "tokenizer_hash": tokenizer_hash(self.models.tokenizer),
                 "target": self.target_cfg,
                 "task": cfg.task.name,
@@ -348,24 +351,6 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
     if not ids:
         raise ValueError(f"prompt encodes to no tokens: {text[:60]!r}")
     return list(ids)
-
-
-def resolve_model_paths(model_cfg: DictConfig) -> dict[str, str]:
-    """{target, draft, amateur}: explicit paths / hub ids where set, else <dir>/<role>; an embedded trio
-    (model.embedded=true) is built first if missing."""
-    mc = OmegaConf.to_container(model_cfg, resolve=True)
-    root = None
-    if mc.get("embedded"):
-        from data.build_models import ensure_embedded
-
-        root = Path(ensure_embedded(mc.get("dir")))
-    elif mc.get("dir"):
-        root = Path(mc["dir"])
-    paths = {k: mc.get(k) or (str(root / k) if root is not None else None) for k in ("target", "draft", "amateur")}
-    missing = [k for k in ("target", "draft") if not paths[k]]
-    if missing:
-        raise ValueError(f"model config needs `dir` or explicit paths for {missing} (e.g. model.target=/path)")
-    return paths
 
 
 def _grad_norm(module: torch.nn.Module) -> float | None:
