@@ -280,8 +280,12 @@ def run_all(cfg: DictConfig, out_dir: Path) -> list[dict]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
+    import torch
+
     from eval.run import log_wandb
 
+    if cfg.get("num_threads"):
+        torch.set_num_threads(int(cfg.num_threads))
     out_dir = Path(cfg.get("out_dir") or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     if cfg.frontier.get("from_dirs"):
         rows = collect(list(cfg.frontier.from_dirs))

@@ -373,6 +373,8 @@ def rewrite_head_arg(argv: list[str]) -> list[str]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
+    if cfg.get("num_threads"):
+        torch.set_num_threads(int(cfg.num_threads))
     results = evaluate(cfg)
     log_wandb(cfg, results)
 
