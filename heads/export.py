@@ -55,7 +55,8 @@ def git_revision(repo: str | Path | None = None) -> str:
         return "unknown"
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -83,7 +84,7 @@ def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = Non
         "hidden_q": head.cfg.hidden_q,
         "hidden_p": head.cfg.hidden_p,
         "num_features": head.cfg.num_features,
-        "weights_sha256": _sha256(tmp / WEIGHTS),
+        "weights_sha256": sha256_file(tmp / WEIGHTS),
         **meta,
     }
     (tmp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
@@ -136,7 +137,7 @@ def load_head(
     path = Path(path)
     config = read_head_config(path)
     weights = path / WEIGHTS
-    digest = _sha256(weights)
+    digest = sha256_file(weights)
     if digest != config.get("weights_sha256"):
         raise HeadFormatError(
             f"{weights} is corrupt: sha256 {digest[:12]}.. does not match the {config.get('weights_sha256', '')[:12]}.. "

@@ -14,7 +14,6 @@ Ranks share the run directory (one node, or a shared filesystem across nodes).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
+
+from heads.export import sha256_file
 
 MANIFEST = "MANIFEST.json"
 LATEST = "latest"
@@ -38,14 +39,6 @@ def _rank() -> int:
 def _barrier() -> None:
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         dist.barrier()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -86,7 +79,7 @@ def save_checkpoint(engine: Any, root: str | Path, step: int, client_state: dict
         files = sorted(p for p in tmp.rglob("*") if p.is_file())
         manifest = {
             "step": step,
-            "files": {str(p.relative_to(tmp)): {"sha256": _sha256(p), "size": p.stat().st_size} for p in files},
+            "files": {str(p.relative_to(tmp)): {"sha256": sha256_file(p), "size": p.stat().st_size} for p in files},
         }
         _write_atomic(tmp / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
         if final.exists():  # re-saving a step after a resume: the new copy replaces the old one atomically
@@ -125,7 +118,7 @@ def verify_checkpoint(ckpt: str | Path) -> None:
         p = ckpt / rel
         if not p.is_file():
             raise CheckpointError(f"checkpoint {ckpt} is corrupt: {rel} is missing.{hint}")
-        if p.stat().st_size != info["size"] or _sha256(p) != info["sha256"]:
+        if p.stat().st_size != info["size"] or sha256_file(p) != info["sha256"]:
             raise CheckpointError(f"checkpoint {ckpt} is corrupt: {rel} does not match its sha256 in {MANIFEST}.{hint}")
 
 
