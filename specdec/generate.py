@@ -90,9 +90,20 @@ def generate(
     generator: torch.Generator | None = None,
     record_hidden: bool = False,
     progress: bool = False,
+    records: bool = True,
+    compile: bool = False,
 ) -> GenerationOutput:
-    """Speculative decoding of a batch of token-id prompts. temperature 0 is greedy."""
+    """Speculative decoding of a batch of token-id prompts. temperature 0 is greedy.
+
+    records=False is the inference mode: the same rounds (same rule, same `verify`, same random draws, hence the
+    same tokens and accept counts), but no per-token records (`records` holds only "token_mask"), per-round
+    records limited to active / drafted / accepted, and one device→host read per round (the accepted counts and
+    the tokens together; the caches roll back from that host copy). compile=True wraps the target's and the
+    proposer's forward in `torch.compile` (once per model; see `compile_lm`).
+    """
     rule = rule or ExactRule()
+    if record_hidden and not records:
+        raise ValueError("record_hidden=True needs records=True (the hidden states are part of the records)")
     if gamma > 0 and proposer is None:
         raise ValueError("gamma > 0 needs a proposer")
     if rule.needs_bonus_q and proposer is None:
@@ -104,6 +115,9 @@ def generate(
     _check_inputs(prompts, gamma, max_new_tokens, models + ([draft_lm] if draft_lm is not None else []))
     use_amateur = rule.needs_amateur
     use_proposer = proposer is not None and (gamma > 0 or rule.needs_bonus_q)
+    if compile:
+        for lm in models + ([draft_lm] if draft_lm is not None else []):
+            compile_lm(lm)
     eos = set([eos_token_id] if isinstance(eos_token_id, int) else (eos_token_id or []))
     greedy = temperature == 0
     device = target.device
@@ -127,12 +141,15 @@ def generate(
     round_recs: list[dict[str, torch.Tensor]] = []
     rounds: dict[str, list[torch.Tensor]] = {k: [] for k in
                                             ("active", "drafted", "accepted", "accept_prob", "expected_accept")}
-    verify_seconds = 0.0
+    verify_seconds = rule_seconds = 0.0
+    host_rounds: dict[str, list[list]] = {"active": [], "accepted": []}  # records=False: per-round host copies
     bar = tqdm(total=B * max_new_tokens, desc="decode", unit="tok", disable=not progress, leave=False)
     rows = torch.arange(B, device=device)
+    num_rounds = 0
 
     while any(f is None for f in finish):
-        active = torch.tensor([f is None for f in finish], device=device)
+        if records:
+            active = torch.tensor([f is None for f in finish], device=device)
         if use_proposer:
             prop = proposer.propose(gamma, temperature=temperature, generator=generator,
                                     with_bonus=rule.needs_bonus_q)
@@ -143,7 +160,9 @@ def generate(
         logprobs, h_p = target.feed(torch.cat([last.unsqueeze(1), drafts], 1))
         amateur_lp = amateur.feed(torch.cat([last.unsqueeze(1), drafts], 1))[0] if use_amateur else None
         scores = RoundScores(logprobs, temperature, q, amateur_lp, h_p, prop.hidden)
+        t = time.perf_counter()
         nu, w = rule(scores)
+        rule_seconds += time.perf_counter() - t
 
         t = time.perf_counter()
         draft_probs = q[:, :gamma] if q is not None else nu.new_zeros(B, 0, nu.shape[-1])
@@ -151,12 +170,31 @@ def generate(
         verify_seconds += time.perf_counter() - t
         n = res.num_accepted
         emitted = res.tokens[rows, n]
-        target.rollback(gamma - n)
+        if records:
+            n_back, emitted_back = n, emitted
+        else:
+            # The one device→host read of the round: accepted counts and emitted tokens together. Rollback and
+            # commit work from this host copy, so they need no read of their own.
+            host = torch.cat([n.unsqueeze(1), res.tokens], 1).cpu()
+            n_back, tokens_h = host[:, 0], host[:, 1:]
+            emitted_back = tokens_h[torch.arange(B), n_back]
+        target.rollback(gamma - n_back)
         if use_amateur:
-            amateur.rollback(gamma - n)
+            amateur.rollback(gamma - n_back)
         if use_proposer:
-            proposer.commit(n, emitted)
+            proposer.commit(n_back, emitted_back)
         last = emitted
+
+        if not records:
+            n_rows = n_back.tolist()
+            emitted_rows = tokens_h.tolist()
+            host_rounds["active"].append([f is None for f in finish])
+            host_rounds["accepted"].append([k if f is None else 0 for k, f in zip(n_rows, finish)])
+            num_rounds += 1
+            added = _extend(out, finish, pieces, emitted_rows, n_rows, num_rounds - 1, eos, max_new_tokens,
+                            prompts, window, K)
+            bar.update(added)
+            continue
 
         # Per-position records of this round, for the token emitted at each position.
         base = rule.base(scores)
@@ -191,36 +229,29 @@ def generate(
             torch.minimum(draft_probs, nu[:, :gamma]).sum(-1).float() if gamma else nu.new_zeros(B, 0)
         )
 
+        num_rounds += 1
         emitted_rows = res.tokens.tolist()
-        added = 0
-        for b in range(B):
-            if finish[b] is not None:
-                continue
-            new = emitted_rows[b][: int(n[b]) + 1]
-            for i, x in enumerate(new):
-                if x in eos:
-                    new, finish[b] = new[: i + 1], "eos"
-                    break
-            room = max_new_tokens - len(out[b])
-            if len(new) >= room:
-                new = new[:room]
-                finish[b] = finish[b] or "length"
-            out[b].extend(new)
-            pieces[b].append((r, len(new)))
-            added += len(new)
-            if finish[b] is None and len(prompts[b]) + len(out[b]) + K > window:
-                finish[b] = "context"
+        added = _extend(out, finish, pieces, emitted_rows, n.tolist(), r, eos, max_new_tokens, prompts,
+                        window, K)
         bar.update(added)
     bar.close()
 
-    records = _assemble(round_recs, pieces, B, device)
+    if records:
+        recs = _assemble(round_recs, pieces, B, device)
+        round_out = {k: torch.stack(v) if v else torch.zeros(0, B) for k, v in rounds.items()}
+    else:
+        recs = {"token_mask": _token_mask(pieces, B, device)}
+        active_h = torch.tensor(host_rounds["active"], dtype=torch.bool).view(-1, B)
+        round_out = {"active": active_h, "drafted": active_h.long() * gamma,
+                     "accepted": torch.tensor(host_rounds["accepted"], dtype=torch.long).view(-1, B)}
     stats = {
         "seconds": time.perf_counter() - start,
-        "rounds": len(round_recs),
+        "rounds": num_rounds,
         "time_target": target.seconds - t0["target"],
         "time_proposer": (proposer.seconds - t0["proposer"]) if proposer else 0.0,
         "time_amateur": (amateur.seconds - t0["amateur"]) if use_amateur else 0.0,
         "time_verify": verify_seconds,
+        "time_rule": rule_seconds,
         "target_calls": target.calls - calls0["target"],
         "proposer_calls": (proposer.calls - calls0["proposer"]) if proposer else 0,
         "new_tokens": sum(len(o) for o in out),
@@ -228,10 +259,51 @@ def generate(
     return GenerationOutput(
         tokens=out,
         finish_reason=[f or "length" for f in finish],
-        records=records,
-        rounds={k: torch.stack(v) if v else torch.zeros(0, B) for k, v in rounds.items()},
+        records=recs,
+        rounds=round_out,
         stats=stats,
     )
+
+
+def _extend(out: list[list[int]], finish: list[str | None], pieces: list[list[tuple[int, int]]],
+            emitted_rows: list[list[int]], n_rows: list[int], r: int, eos: set[int], max_new_tokens: int,
+            prompts: list[list[int]], window: int, K: int) -> int:
+    """Append each active row's tokens of round r (accepted drafts + the emitted token), stopping at EOS, the
+    length limit or the context window; returns the number of tokens added."""
+    added = 0
+    for b in range(len(out)):
+        if finish[b] is not None:
+            continue
+        new = emitted_rows[b][: n_rows[b] + 1]
+        for i, x in enumerate(new):
+            if x in eos:
+                new, finish[b] = new[: i + 1], "eos"
+                break
+        room = max_new_tokens - len(out[b])
+        if len(new) >= room:
+            new = new[:room]
+            finish[b] = finish[b] or "length"
+        out[b].extend(new)
+        pieces[b].append((r, len(new)))
+        added += len(new)
+        if finish[b] is None and len(prompts[b]) + len(out[b]) + K > window:
+            finish[b] = "context"
+    return added
+
+
+def _token_mask(pieces: list[list[tuple[int, int]]], B: int, device) -> torch.Tensor:
+    lengths = [sum(m for _, m in p) for p in pieces]
+    T = max(lengths, default=0)
+    return torch.arange(T, device=device).unsqueeze(0) < torch.tensor(lengths, device=device).view(B, 1)
+
+
+def compile_lm(lm: LM) -> None:
+    """Wrap the model's forward in `torch.compile` in place (once per model; dynamic shapes, since the cache
+    grows every round). Later `feed` calls through any LM over this model use the compiled forward."""
+    if getattr(lm.model, "_specdec_compiled", False):
+        return
+    lm.model.forward = torch.compile(lm.model.forward, dynamic=True)
+    lm.model._specdec_compiled = True
 
 
 def _assemble(round_recs: list[dict], pieces: list[list[tuple[int, int]]], B: int, device) -> dict[str, torch.Tensor]:

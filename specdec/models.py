@@ -113,6 +113,7 @@ class LM:
         self.max_positions = getattr(model.config, "max_position_embeddings", None) or 1 << 30
         self.calls = 0
         self.seconds = 0.0
+        self.sync_timing = True  # wait for the device after each call so `seconds` is true compute time
         self.reset(1)
 
     def reset(self, batch_size: int) -> None:
@@ -146,7 +147,7 @@ class LM:
             output_hidden_states=True,
         )
         logprobs = torch.log_softmax(out.logits[..., : self.vocab_size].float(), dim=-1)
-        if self.device.type == "cuda":
+        if self.sync_timing and self.device.type == "cuda":  # off: no per-call wait, but `seconds` is launch time
             torch.cuda.synchronize(self.device)
         self.seconds += time.perf_counter() - start
         self.calls += 1
@@ -156,15 +157,19 @@ class LM:
 
     def rollback(self, n: torch.Tensor) -> None:
         """Turn the last n[b] fed slots of row b into holes (rejected drafts), then crop all-hole tail columns."""
-        n = n.to(self.device)
-        if int(n.max()) == 0:
+        n_max = int(n.max())  # a host tensor (the inference loop passes one) costs no device read here
+        if n_max == 0:
             return
+        n = n.to(self.device)
         S = self.seq_len
         slot = torch.arange(S, device=self.device).unsqueeze(0)
         self.mask = self.mask.masked_fill(slot >= (S - n).unsqueeze(1), 0)
         self.next_pos = self.next_pos - n
-        alive = self.mask.any(0).nonzero()
-        keep = int(alive.max()) + 1 if alive.numel() else 0
+        if self.mask.shape[0] == 1:  # batch 1 never carries holes: the last n slots go
+            keep = S - n_max
+        else:
+            alive = self.mask.any(0).nonzero()
+            keep = int(alive.max()) + 1 if alive.numel() else 0
         if keep < S:
             self.cache.crop(keep - S)  # negative: remove S-keep slots (transformers 5 semantics)
             self.mask = self.mask[:, :keep]

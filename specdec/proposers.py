@@ -99,11 +99,11 @@ class DraftModelProposer(Proposer):
         fed = self._fed_drafts
         kept = num_accepted.clamp(max=fed)
         self.lm.rollback(fed - kept)
-        drafts = self._last_drafts.tolist()
-        self.pending = []
-        for b, (n, x) in enumerate(zip(num_accepted.tolist(), emitted.tolist())):
-            # Accepted drafts beyond what was fed (only the last one, after a full acceptance) are still pending.
-            self.pending.append(drafts[b][fed:n] + [x])
+        n_rows, x_rows = num_accepted.tolist(), emitted.tolist()
+        # Accepted drafts beyond what was fed (only the last one, after a full acceptance) are still pending;
+        # the drafts are read back from the device only in rounds where that happens.
+        drafts = self._last_drafts.tolist() if max(n_rows, default=0) > fed else None
+        self.pending = [(drafts[b][fed:n] if drafts else []) + [x] for b, (n, x) in enumerate(zip(n_rows, x_rows))]
 
 
 class NgramProposer(Proposer):
