@@ -1,8 +1,9 @@
 """Export / load of a trained ensemble head: a directory with `head.safetensors` + `config.json`.
 
-config.json holds the format version, the architecture (HeadConfig), the two hidden widths, the model pair's
-names, the tokenizer hash, the verification target (ensemble or contrastive), the training config, the git
-revision and the sha256 of the weights file. No pickle anywhere: weights are safetensors, metadata is JSON.
+config.json holds the format version, the verification-rule version (specdec.verify.VERIFY_RULE_VERSION, checked
+at load), the architecture (HeadConfig), the two hidden widths, the model pair's names, the tokenizer hash, the
+verification target (ensemble or contrastive), the training config, the git revision and the sha256 of the
+weights file. No pickle anywhere: weights are safetensors, metadata is JSON.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from heads.head import EnsembleHead, HeadConfig
+from specdec.verify import VERIFY_RULE_VERSION
 
 FORMAT_NAME = "specdec-ensemble-head"
 FORMAT_VERSION = 1
@@ -85,6 +87,7 @@ def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = Non
         "hidden_p": head.cfg.hidden_p,
         "num_features": head.cfg.num_features,
         "weights_sha256": sha256_file(tmp / WEIGHTS),
+        "verify_rule_version": VERIFY_RULE_VERSION,
         **meta,
     }
     (tmp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
@@ -142,6 +145,15 @@ def load_head(
         raise HeadFormatError(
             f"{weights} is corrupt: sha256 {digest[:12]}.. does not match the {config.get('weights_sha256', '')[:12]}.. "
             f"recorded in {CONFIG}; re-export the head"
+        )
+    # Exports from before the version was recorded were trained under version 1.
+    version = config.get("verify_rule_version", 1)
+    if version != VERIFY_RULE_VERSION:
+        raise HeadFormatError(
+            f"head at {path} was trained under verification-rule version {version}, but this engine verifies with "
+            f"version {VERIFY_RULE_VERSION} (specdec.verify.VERIFY_RULE_VERSION); its weights were tuned to the other "
+            f"rule, so retrain the head with this code (or decode with the code revision it was trained with: "
+            f"{config.get('git_revision', 'unknown')})"
         )
     for key, want in (expect or {}).items():
         have = config.get(key)

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
+# Bumped whenever `verify` changes what it accepts or samples. Exported heads record the version they were trained
+# under, and `heads.load_head` refuses a head recorded under another one (its w were tuned to that rule).
+VERIFY_RULE_VERSION = 1
+
 
 @dataclass
 class VerifyResult:
