@@ -118,6 +118,25 @@ def test_policy_loss_differentiable_lambda_term():
     assert a.approx_kl.abs().item() < 1e-15 and a.clip_frac.item() == 0.0
 
 
+def test_lambda_is_per_token_a_mean_over_each_trajectory():
+    """With lam_weight = 1/T_i the lambda term is sum_i mean_t(1 - w tv) / n_tokens (trainer.per_token_weight):
+    a row twice as long carries the same lambda weight in total."""
+    from train.trainer import per_token_weight
+
+    w = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).requires_grad_(True)
+    p = torch.full((3, 4), 0.4, dtype=torch.float64)
+    q = torch.full((3, 4), 0.1, dtype=torch.float64)
+    tv = torch.full((3, 4), 0.6, dtype=torch.float64)
+    zero = torch.zeros(3, 4, dtype=torch.float64)
+    weight = per_token_weight(MASK).to(torch.float64)
+    lengths = MASK.sum(1, keepdim=True).to(torch.float64)
+    assert torch.allclose((weight * MASK).sum(1), torch.ones(3, dtype=torch.float64))
+    out = policy_loss(w, p, q, tv, log_nu(w.detach(), p, q), zero, MASK, lam=1.0, lambda_mode="differentiable",
+                      clip_eps=0.2, lam_weight=weight)
+    want = -(((1 - w * tv) * MASK / lengths).sum()) / MASK.sum()
+    assert torch.allclose(out.loss, want)
+
+
 def _worker(rank, port, xs, ms, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)

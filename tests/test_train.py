@@ -157,3 +157,27 @@ def test_corrupt_checkpoint_is_a_clear_error_and_nothing_is_overwritten(micro_tr
     assert "CheckpointError" in err and "is corrupt" in err and "step000002" in err  # names the fallback
     after = {p: sha(p) for p in root.rglob("*") if p.is_file()}
     assert after == before  # neither the good nor the corrupt checkpoint was touched
+
+
+def test_forks_advantage_trains_and_stops_at_the_decoded_token_budget(micro_trio, tmp_path):
+    """algo.advantage=forks runs end to end; decoded_tokens counts rollouts + forks cumulatively, and
+    train.max_decoded_tokens stops the run (with a checkpoint and an export) once it is spent."""
+    run_dir = tmp_path / "forks"
+    p = run(smoke_args(micro_trio, run_dir, "algo.advantage=forks", "train.steps=50",
+                       "train.max_decoded_tokens=400"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert "budget 400 spent" in p.stdout and 1 <= len(rows) < 50
+    dec = [r["decoded_tokens"] for r in rows]
+    assert dec == sorted(dec) and dec[-1] >= 400 and (len(rows) == 1 or dec[-2] < 400)
+    for r in rows:
+        assert r["forks"] > 0 and 0.0 <= r["fork_differ"] <= 1.0
+        assert r["decoded_tokens"] - (dec[rows.index(r) - 1] if rows.index(r) else 0) > r["new_tokens"]  # forks count
+    assert rows[-1]["w_mean"] != pytest.approx(0.95, abs=1e-6)  # the head moved
+    load_head(run_dir / "head")
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == f"step{len(rows):06d}"
+
+
+def test_forks_refuse_the_contrastive_target_with_a_clear_error(micro_trio, tmp_path):
+    p = run(smoke_args(micro_trio, tmp_path / "x", "algo.advantage=forks", "target.kind=contrastive"))
+    assert p.returncode != 0 and "algo.advantage=forks supports target.kind=ensemble only" in p.stdout + p.stderr

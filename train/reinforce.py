@@ -6,12 +6,15 @@ nu-distributed, nu_t = w_t * p_t + (1 - w_t) * q_t, so a trajectory's log-probab
 recomputed with gradient from the stored hidden states (w_t = head(h^q_t, h^p_t, feats_t)); p_t(x_t) and
 q_t(x_t) are constants (frozen models).
 
-Objective: maximise E[R(x_1:T) + lambda * sum_t (1 - TV(q_t, nu_t))], and 1 - TV(q_t, nu_t) = 1 - w_t * TV(q_t, p_t)
-is the expected acceptance at t. The lambda term enters in one of two legitimate ways (algo.lambda_mode):
-- "differentiable" (default): its exact pathwise gradient lambda * d/dtheta sum_t (1 - w_t * tv_t) on the sampled
+Objective: maximise E[R(x_1:T) + lambda * (1/T) sum_t (1 - TV(q_t, nu_t))], and 1 - TV(q_t, nu_t) =
+1 - w_t * TV(q_t, p_t) is the expected acceptance at t. lambda is *per token*: the acceptance term is the mean over
+the trajectory, so lambda means the same for short and long outputs (lambda = 0.1: ten points of mean acceptance
+are worth one point of task reward). The per-token derivative of the objective is Delta_t - (lambda/T) TV_t (see
+train/forks.py). The lambda term enters in one of two legitimate ways (algo.lambda_mode):
+- "differentiable" (default): its exact pathwise gradient lambda * d/dtheta mean_t (1 - w_t * tv_t) on the sampled
   trajectories, added to the loss. Low variance and exact given the visited contexts; it ignores how w changes
   which contexts are visited (that part is left to the task reward's score-function term).
-- "reward": lambda * (1 - w_t * tv_t) is added as a per-token reward before the returns, so it goes through the
+- "reward": lambda * (1 - w_t * tv_t) / T is added as a per-token reward before the returns, so it goes through the
   same score-function estimator (and advantage normalisation) as the task reward. Unbiased for the full
   objective, but noisier.
 
@@ -19,6 +22,10 @@ REINFORCE++: per-token rewards r_t = -kl_coef * KL_t (to the initial head) [+ la
 at the last token; token-level returns G_t = sum_{s>=t} r_s; advantages = G normalised over every valid token of
 the global batch (all ranks); a PPO-style clipped ratio over several updates per rollout batch; no critic.
 The group-baseline variant subtracts the mean task reward of the samples of the same prompt first.
+
+Where the per-token advantages come from (algo.advantage): "returns" (the above: one terminal reward shared by every
+token of a trajectory) or "forks" (train/forks.py: Delta_t from two continuations after the coupled residual
+tokens, trained with branch_clipped_loss, the same clipped ratio over the mixture's latent p/q branch).
 """
 
 from __future__ import annotations
@@ -145,10 +152,13 @@ def policy_loss(
     lam: float,
     lambda_mode: str,
     clip_eps: float | None,
+    lam_weight: torch.Tensor | None = None,
 ) -> LossOut:
     """The head's loss on a minibatch, from its current w: the policy-gradient part (clipped ratio when clip_eps
     is set, plain -A*log nu otherwise) minus lam * mean_t(1 - w_t tv_t) in 'differentiable' mode.
-    Pass lam = lambda / advantage scale (compute_advantages) so both parts keep the objective's proportions."""
+    Pass lam = lambda / advantage scale (compute_advantages) so both parts keep the objective's proportions, and
+    lam_weight = 1 / T_i per token of row i (lambda is per token: the objective's acceptance term is a mean over
+    each trajectory); None weighs every token 1 (the sum over the trajectory)."""
     maskf = mask.to(w.dtype)
     n = maskf.sum().clamp_min(1.0)
     logp = log_nu(w, p_tok, q_tok)
@@ -157,8 +167,10 @@ def policy_loss(
         clip_frac = torch.zeros((), dtype=w.dtype)
     else:
         pg, clip_frac = clipped_pg_loss(logp, logp_old, adv, mask, clip_eps)
-    acc = (expected_accept(w, tv_pq) * maskf).sum() / n
-    loss = pg - lam * acc if lambda_mode == "differentiable" else pg
+    acc_tok = expected_accept(w, tv_pq) * maskf
+    acc = acc_tok.sum() / n
+    lam_acc = acc if lam_weight is None else (acc_tok * lam_weight).sum() / n
+    loss = pg - lam * lam_acc if lambda_mode == "differentiable" else pg
     approx_kl = ((logp_old - logp.detach()) * maskf).sum() / n
     return LossOut(loss=loss, pg_loss=pg.detach(), lam_term=acc.detach(), clip_frac=clip_frac.detach(),
                    approx_kl=approx_kl)
@@ -199,3 +211,52 @@ def compute_advantages(
         b = 0.0 if moving_baseline is None else moving_baseline
         return (g - b) * mask.to(g.dtype), 1.0
     raise ValueError(f"unknown algo {algo!r}: use reinforce_pp or reinforce")
+
+
+# ---------------------------------------------------------------------- fork advantages (algo.advantage=forks)
+def bernoulli_kl(w: torch.Tensor, w_ref: torch.Tensor) -> torch.Tensor:
+    """KL(Bern(w) || Bern(w_ref)) elementwise: the head's drift from its initial copy, per token."""
+    w = w.clamp(1e-6, 1 - 1e-6)
+    w_ref = w_ref.clamp(1e-6, 1 - 1e-6)
+    return w * torch.log(w / w_ref) + (1 - w) * torch.log((1 - w) / (1 - w_ref))
+
+
+def branch_clipped_loss(w: torch.Tensor, w_old: torch.Tensor, adv: torch.Tensor,
+                        clip_eps: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """REINFORCE++'s clipped surrogate over the mixture's latent branch, with both branches evaluated (forks).
+
+    nu_t = w_t p_t + (1 - w_t) q_t samples "branch p" with probability w_t and "branch q" otherwise. A fork gives
+    the per-token advantage adv = Delta_t - lam_t TV_t of choosing p over q, so the two branches' advantages
+    against the old policy's value are (1 - w_old) adv and -w_old adv. Summing both branches' clipped ratio terms,
+    weighted by their old probabilities, has gradient exactly adv at w = w_old (the all-action policy gradient),
+    and the clip keeps each update within a ratio of 1 ± eps of the old branch probabilities.
+    Returns (mean loss over forks, clip fraction)."""
+    w_old = w_old.clamp(1e-6, 1 - 1e-6)
+    terms, clipped = [], []
+    for prob, prob_old, a in ((w, w_old, (1 - w_old) * adv), (1 - w, 1 - w_old, -w_old * adv)):
+        ratio = prob / prob_old
+        s1 = ratio * a
+        if clip_eps is None:
+            terms.append(prob_old * s1)
+            clipped.append(torch.zeros_like(s1))
+        else:
+            s2 = ratio.clamp(1 - clip_eps, 1 + clip_eps) * a
+            terms.append(prob_old * torch.minimum(s1, s2))
+            clipped.append((s2 < s1).to(s1.dtype))
+    loss = -(terms[0] + terms[1]).mean()
+    frac = ((clipped[0] + clipped[1]) / 2).mean()
+    return loss, frac
+
+
+def fork_advantages(delta: torch.Tensor, tv: torch.Tensor, length: torch.Tensor,
+                    lam: float) -> tuple[torch.Tensor, float]:
+    """Per-fork advantages Delta_t - (lambda / T) TV_t, divided by their global std (all ranks).
+
+    The mean is *not* subtracted: both branches' advantages are already centred on the old policy's value
+    (branch_clipped_loss), and a shift would move every w in the same direction. Scale: their global root mean
+    square."""
+    adv = delta - lam * tv / length.clamp_min(1).to(tv.dtype)
+    mean, std = masked_global_mean_std(adv, torch.ones_like(adv, dtype=torch.bool))
+    # the root mean square (not the centred std), so a batch of equal advantages keeps its sign and scale
+    scale = float(torch.sqrt(mean * mean + std * std)) + EPS
+    return adv / scale, scale

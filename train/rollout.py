@@ -42,6 +42,7 @@ class RolloutBatch:
     h_p: torch.Tensor  # [N, T, Hp]
     feats: torch.Tensor  # [N, T, F]
     texts: list[str]
+    tokens: list[list[int]] = field(default_factory=list)  # the emitted completion ids (forks continue them)
     stats: dict[str, float] = field(default_factory=dict)
 
 
@@ -113,5 +114,5 @@ def rollout(
     return RolloutBatch(
         mask=mask, p_tok=clean(rec["p_token"]), q_tok=clean(rec["q_token"]), tv=clean(rec["tv_pq"]),
         w=clean(rec["w"]), h_q=clean(rec["h_q"]), h_p=clean(rec["h_p"]), feats=clean(rec["feats"]),
-        texts=texts, stats=stats,
+        texts=texts, tokens=out.tokens, stats=stats,
     )

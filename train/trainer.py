@@ -23,8 +23,17 @@ from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer
 from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
-from train.reinforce import compute_advantages, expected_accept, log_nu, policy_loss
-from train.rollout import RolloutBatch, rollout
+from train.forks import ForkBatch, choose_fork_positions, run_forks
+from train.reinforce import (
+    bernoulli_kl,
+    branch_clipped_loss,
+    compute_advantages,
+    expected_accept,
+    fork_advantages,
+    log_nu,
+    policy_loss,
+)
+from train.rollout import RolloutBatch, cut_at_stop, make_rule, rollout
 
 # Global (all-rank) sums behind the per-step metrics, in this order.
 SUM_KEYS = ("reward", "samples", "lam_seq", "acc_tok", "tokens", "accepted", "drafted", "active_rounds", "w",
@@ -74,6 +83,12 @@ class Trainer:
         self.algo = cfg.algo
         if self.algo.lambda_mode not in ("differentiable", "reward"):
             raise ValueError(f"algo.lambda_mode must be 'differentiable' or 'reward', got {self.algo.lambda_mode!r}")
+        self.advantage = str(self.algo.get("advantage", "returns"))
+        if self.advantage not in ("returns", "forks"):
+            raise ValueError(f"algo.advantage must be 'returns' or 'forks', got {self.advantage!r}")
+        if self.advantage == "forks" and cfg.target.kind != "ensemble":
+            raise ValueError("algo.advantage=forks supports target.kind=ensemble only (the fork residuals are "
+                             "built from p and q); use algo.advantage=returns for target=contrastive")
         r = cfg.rollout
         if r.prompts_per_step % world:
             raise ValueError(f"rollout.prompts_per_step={r.prompts_per_step} must be divisible by the number of "
@@ -112,6 +127,7 @@ class Trainer:
         self.engine, *_ = deepspeed.initialize(model=head, model_parameters=head.parameters(),
                                                config=deepspeed_config(cfg))
         self.baseline: float | None = None  # plain REINFORCE's moving baseline
+        self.decoded_tokens = 0  # all tokens generated so far, rollouts and forks: the compute budget's unit
         self.start_step = 0
         self.ckpt_root = run_dir / "checkpoints"
         self._maybe_resume()
@@ -143,6 +159,7 @@ class Trainer:
         state = ckpt.load_checkpoint(self.engine, path)
         self.start_step = int(state["step"])
         self.baseline = state.get("baseline")
+        self.decoded_tokens = int(state.get("decoded_tokens", 0))
         self.ref_head.load_state_dict(state["ref_head"])
         if self.rank == 0:
             print(f"[train] resumed from {path} at step {self.start_step}")
@@ -177,8 +194,13 @@ class Trainer:
                                    device=self.device)
         t_reward = time.perf_counter() - t0
 
+        forks = None
+        if self.advantage == "forks":
+            t0 = time.perf_counter()
+            forks = self.make_forks(batch, prompts, refs, step)
+            batch.stats["time_forks"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        upd = self.update(batch, task_reward, group, step)
+        upd = self.update_forks(batch, forks, step) if forks is not None else self.update(batch, task_reward, group, step)
         t_update = time.perf_counter() - t0
         return self.metrics(step, batch, task_reward, upd, t_rollout, t_reward, t_update,
                             time.perf_counter() - t_start)
@@ -190,7 +212,8 @@ class Trainer:
             logp_old = log_nu(w_now, b.p_tok, b.q_tok)
             logp_ref = log_nu(self.ref_head(b.h_q, b.h_p, b.feats), b.p_tok, b.q_tok)
             w_gap = ((w_now - b.w).abs() * b.mask).max().item() if b.mask.any() else 0.0
-            lam_tok = self.lam * expected_accept(b.w, b.tv) if algo.lambda_mode == "reward" else None
+            lam_weight = per_token_weight(b.mask)  # lambda is per token: 1/T_i on row i
+            lam_tok = self.lam * expected_accept(b.w, b.tv) * lam_weight if algo.lambda_mode == "reward" else None
             if algo.name == "reinforce":  # moving baseline of the mean sequence return, updated after use
                 seq_ret = _global_mean(task_reward)
             adv, adv_scale = compute_advantages(
@@ -212,7 +235,8 @@ class Trainer:
                 mb = mb.to(self.device)
                 w = self.engine(b.h_q[mb], b.h_p[mb], b.feats[mb])
                 out = policy_loss(w, b.p_tok[mb], b.q_tok[mb], b.tv[mb], logp_old[mb], adv[mb], b.mask[mb],
-                                  lam=self.lam / adv_scale, lambda_mode=algo.lambda_mode, clip_eps=clip_eps)
+                                  lam=self.lam / adv_scale, lambda_mode=algo.lambda_mode, clip_eps=clip_eps,
+                                  lam_weight=lam_weight[mb])
                 self.engine.backward(out.loss)
                 gn = _grad_norm(self.head)  # before step (which zeroes grads); None where ZeRO-2 partitions them
                 self.engine.step()
@@ -230,6 +254,70 @@ class Trainer:
         stats["kl_sum"] = float(((logp_old - logp_ref) * b.mask).sum())
         return stats
 
+    def make_forks(self, b: RolloutBatch, prompts: list[list[int]], refs: list, step: int) -> ForkBatch | None:
+        """Paired forks at TV-weighted positions of this step's rollouts (train/forks.py)."""
+        f = self.algo.forks
+        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 104729 + self.rank))
+        positions = choose_fork_positions(b.tv.cpu(), b.mask.cpu(), int(f.per_rollout), g)
+        if not positions:
+            return None
+        from rewards import score
+
+        def score_fn(texts: list[str], rows: list[int]) -> list[float]:
+            return score(self.cfg.task.name, texts, [refs[r] for r in rows], **self.reward_opts).scores
+
+        self.head.eval()
+        r = self.cfg.rollout
+        return run_forks(self.models, make_rule(self.head, self.target_cfg), prompts, b.tokens, positions,
+                         score_fn=score_fn, lam=self.lam, gamma=int(r.gamma), max_new_tokens=self.max_new_tokens,
+                         temperature=float(r.temperature), stops=tuple(self.task.stop),
+                         seed=rollout_seed(self.cfg.seed, step, 7 + self.rank), cut_at_stop=cut_at_stop)
+
+    def update_forks(self, b: RolloutBatch, f: ForkBatch, step: int) -> dict:
+        """REINFORCE++ on the fork advantages: the clipped ratio over the mixture's latent branch, KL to the
+        initial head, advantages divided by their global scale (train/reinforce.py::branch_clipped_loss)."""
+        algo = self.algo
+        i, t = f.row.to(self.device), f.pos.to(self.device)
+        h_q, h_p, feats = b.h_q[i, t], b.h_p[i, t], b.feats[i, t]
+        length = b.mask.sum(1)[i].to(torch.float32)
+        with torch.no_grad():
+            w_old = self.head(h_q, h_p, feats)
+            w_ref = self.ref_head(h_q, h_p, feats)
+            adv, scale = fork_advantages(f.delta.to(self.device), f.tv.to(self.device), length, self.lam)
+        clip_eps = None if algo.clip_eps is None else float(algo.clip_eps)
+        self.head.train()
+        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
+        stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
+        M = len(adv)
+        for _ in range(int(algo.update_epochs)):
+            for mb in torch.randperm(M, generator=g).chunk(int(algo.minibatches)):
+                mb = mb.to(self.device)
+                w = self.engine(h_q[mb], h_p[mb], feats[mb])
+                pg, clip_frac = branch_clipped_loss(w, w_old[mb], adv[mb], clip_eps)
+                kl = bernoulli_kl(w, w_ref[mb]).mean()
+                self.engine.backward(pg + float(algo.kl_coef) * kl)
+                gn = _grad_norm(self.head)
+                self.engine.step()
+                if gn is None:
+                    gn = self.engine.get_global_grad_norm()
+                stats["pg_loss"] += pg.item()
+                stats["clip_frac"] += clip_frac.item()
+                stats["approx_kl"] += bernoulli_kl(w_old[mb], w.detach()).mean().item()
+                stats["grad_norm"] += float(gn) if gn is not None else float("nan")
+                stats["updates"] += 1
+        k = max(stats.pop("updates"), 1)
+        stats = {key: v / k for key, v in stats.items()}
+        with torch.no_grad():
+            w_new = self.head(h_q, h_p, feats)
+        stats.update({
+            "w_recompute_gap": 0.0, "adv_scale": scale,
+            "kl_sum": float(bernoulli_kl(w_new, w_ref).sum()) * float(b.mask.sum()) / max(M, 1),
+            "forks": float(M), "fork_tokens": float(f.decoded_tokens),
+            "fork_delta_mean": float(f.delta.mean()), "fork_differ": float((f.g_plus != f.g_minus).float().mean()),
+            "fork_w_old": float(w_old.mean()),
+        })
+        return stats
+
     def metrics(self, step: int, b: RolloutBatch, task_reward: torch.Tensor, upd: dict, t_rollout: float,
                 t_reward: float, t_update: float, t_step: float) -> dict:
         m = b.mask.to(torch.float64)
@@ -245,6 +333,8 @@ class Trainer:
         ws = torch.tensor([v for x in _all_gather_list(b.w[b.mask].tolist()) for v in x])
         max_roll = _all_reduce(torch.tensor([t_rollout], dtype=torch.float64), dist.ReduceOp.MAX).item()
         samples, tokens = max(tot["samples"], 1), max(tot["tokens"], 1)
+        fork_tokens = _all_reduce(torch.tensor([upd.get("fork_tokens", 0.0)], dtype=torch.float64)).item()
+        self.decoded_tokens += int(tot["new_tokens"] + fork_tokens)
         q = torch.quantile(ws, torch.tensor([0.1, 0.5, 0.9])).tolist() if len(ws) else [math.nan] * 3
         lam_seq = tot["lam_seq"] / samples
         out = {
@@ -260,6 +350,9 @@ class Trainer:
             "kl": tot["kl"] / tokens,
             "clip_frac": upd["clip_frac"], "approx_kl": upd["approx_kl"], "grad_norm": upd["grad_norm"],
             "pg_loss": upd["pg_loss"], "w_recompute_gap": upd["w_recompute_gap"], "adv_scale": upd["adv_scale"],
+            "decoded_tokens": self.decoded_tokens,  # cumulative, rollouts + forks (equal-compute comparisons)
+            "forks": upd.get("forks", 0.0), "fork_delta_mean": upd.get("fork_delta_mean", math.nan),
+            "fork_differ": upd.get("fork_differ", math.nan), "time_forks": b.stats.get("time_forks", 0.0),
             "new_tokens": tot["new_tokens"], "tokens_per_s": tot["new_tokens"] / max(max_roll, 1e-9),
             "time_rollout": t_rollout, "time_reward": t_reward, "time_update": t_update, "time_step": t_step,
             "reward_ranks": rank_rewards,
@@ -272,7 +365,10 @@ class Trainer:
         steps = int(cfg.train.steps)
         bar = tqdm(total=steps, initial=self.start_step, desc="train", unit="step",
                    disable=self.rank != 0 or not cfg.progress, dynamic_ncols=True)
+        budget = int(cfg.train.get("max_decoded_tokens") or 0)  # 0: no budget, run train.steps
         for step in range(self.start_step, steps):
+            if budget and self.decoded_tokens >= budget:  # a resumed run that had already spent its budget
+                break
             rec = self.step(step)
             if self.rank == 0:
                 with open(self.metrics_path, "a") as f:
@@ -284,9 +380,15 @@ class Trainer:
                 bar.update(1)
             self.history.append(rec)
             every = int(cfg.checkpoint.every)
-            if (every > 0 and (step + 1) % every == 0) or step + 1 == steps:
-                state = {"step": step + 1, "baseline": self.baseline, "ref_head": self.ref_head.state_dict()}
+            spent = bool(budget) and self.decoded_tokens >= budget
+            if (every > 0 and (step + 1) % every == 0) or step + 1 == steps or spent:
+                state = {"step": step + 1, "baseline": self.baseline, "ref_head": self.ref_head.state_dict(),
+                         "decoded_tokens": self.decoded_tokens}
                 ckpt.save_checkpoint(self.engine, self.ckpt_root, step + 1, state, keep=int(cfg.checkpoint.keep))
+            if spent:
+                if self.rank == 0:
+                    print(f"\n[train] decoded-token budget {budget} spent after step {step + 1}: stopping")
+                break
         bar.close()
         return self.finish()
 
@@ -344,6 +446,12 @@ def deepspeed_config(cfg: DictConfig) -> dict:
         "steps_per_print": 1 << 30,
         "wall_clock_breakdown": False,
     }
+
+
+def per_token_weight(mask: torch.Tensor) -> torch.Tensor:
+    """[N, T] 1/T_i on the valid tokens of row i: lambda's acceptance term is a per-trajectory mean."""
+    maskf = mask.to(torch.float32)
+    return maskf / maskf.sum(1, keepdim=True).clamp_min(1.0)
 
 
 def encode_prompt(tokenizer: Any, text: str) -> list[int]:
