@@ -1,5 +1,6 @@
 """specdec: the speculative decoding engine (proposers, verification targets, one `verify`, the decoding loop)."""
 
+from specdec.api import Completion, SpeculativeGenerator
 from specdec.generate import GenerationOutput, generate
 from specdec.models import LM, TokenizerMismatchError, check_tokenizers_match, load_model
 from specdec.proposers import DraftModelProposer, NgramProposer, Proposal, Proposer
@@ -19,8 +20,8 @@ from specdec.targets import (
 from specdec.verify import VerifyResult, verify
 
 __all__ = [
-    "LM", "CascadeRule", "ContrastiveRule", "DraftModelProposer", "ExactRule", "GenerationOutput",
-    "HeadEnsembleRule", "LossyRule", "NgramProposer", "Proposal", "Proposer", "RoundScores", "Rule",
+    "LM", "CascadeRule", "Completion", "ContrastiveRule", "DraftModelProposer", "ExactRule", "GenerationOutput",
+    "HeadEnsembleRule", "LossyRule", "NgramProposer", "Proposal", "Proposer", "RoundScores", "Rule", "SpeculativeGenerator",
     "StaticEnsembleRule", "TokenizerMismatchError", "VerifyResult", "check_tokenizers_match", "contrastive_target",
     "ensemble_target", "generate", "load_model", "make_rule", "verify",
 ]

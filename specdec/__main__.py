@@ -1,9 +1,18 @@
-"""Decode one prompt with a chosen proposer and verification rule; print the text and acceptance statistics.
+"""Decode one prompt, or a file of requests, with a chosen proposer and verification rule (specdec.api).
 
     python -m specdec --prompt "Question: Tom has 3 apples..." --rule static --w 0.5 --gamma 5
     python -m specdec --head outputs/train/.../export            # decode with a trained ensemble head
     python -m specdec --target meta-llama/Llama-3.1-8B-Instruct --draft meta-llama/Llama-3.2-1B-Instruct \\
         --device cuda --dtype bfloat16 --prompt "..."
+    python -m specdec --prompts-file in.jsonl --out out.jsonl --head <run dir>/head --batch-size 16
+
+A prompts file holds one JSON object per line: {"prompt": "...", "id": any (copied), "max_new_tokens": int,
+"temperature": float, "gamma": int, "seed": int} (all but "prompt" optional; the command line gives the
+defaults). The output has one JSON object per input line, in input order: {"line", "id", "prompt", "text",
+"token_ids", "finish_reason", "stats"}, or {"line", "error"} for a line that cannot be decoded (invalid JSON, no
+prompt, an empty prompt, a bad setting); the other lines are still decoded. Requests with equal settings are
+decoded together in batches of --batch-size (the output of a sampled request depends on its seed and its batch).
+Finished batches are appended to <out>.partial; --resume skips the lines already there.
 
 Without --target/--draft it uses the embedded tiny trio (building it first if it is missing).
 """
@@ -11,13 +20,109 @@ Without --target/--draft it uses the embedded tiny trio (building it first if it
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
-import torch
+from tqdm.auto import tqdm
 
-from specdec.generate import generate
-from specdec.models import LM, check_tokenizers_match, load_model, resolve_device
-from specdec.proposers import DraftModelProposer, NgramProposer
-from specdec.targets import make_rule
+from specdec.api import SpeculativeGenerator
+
+SETTINGS = {"max_new_tokens": int, "temperature": float, "gamma": int, "seed": int}
+FIELDS = {"prompt", "id", *SETTINGS}
+
+
+def parse_request(line: str, defaults: dict) -> dict:
+    """One line of a prompts file → {"prompt", "id", **settings}, or ValueError naming what is wrong."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object with a \"prompt\" field, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - FIELDS)
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown}; allowed: {sorted(FIELDS)}")
+    if "prompt" not in obj:
+        raise ValueError("missing field \"prompt\"")
+    if not isinstance(obj["prompt"], str):
+        raise ValueError(f"\"prompt\" must be a string, got {type(obj['prompt']).__name__}")
+    if not obj["prompt"].strip():
+        raise ValueError("the prompt is empty")
+    req = {"prompt": obj["prompt"], "id": obj.get("id")}
+    for key, kind in SETTINGS.items():
+        value = obj.get(key, defaults[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+            raise ValueError(f"\"{key}\" must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+        req[key] = kind(value)
+    if req["max_new_tokens"] < 1:
+        raise ValueError(f"\"max_new_tokens\" must be >= 1, got {req['max_new_tokens']}")
+    if req["temperature"] < 0:
+        raise ValueError(f"\"temperature\" must be >= 0, got {req['temperature']}")
+    return req
+
+
+def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: dict, batch_size: int,
+             resume: bool = False) -> dict[str, int]:
+    """Decode every line of prompts_file into out (one record per line, input order); returns counts."""
+    if batch_size < 1:
+        raise ValueError(f"batch size must be >= 1, got {batch_size}")
+    lines = prompts_file.read_text(encoding="utf-8").splitlines()
+    partial = out.with_name(out.name + ".partial")
+    done: dict[int, dict] = {}
+    if resume and partial.exists():
+        for raw in partial.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(raw)
+                done[int(rec["line"])] = rec
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue  # a torn last line from an interrupted run: decoded again
+    elif partial.exists():
+        partial.unlink()
+    groups: dict[tuple, list[tuple[int, dict]]] = {}
+    bar = tqdm(total=len(lines), initial=len(done), desc="requests", unit="req")
+    with open(partial, "a", encoding="utf-8") as sink:
+        def emit(rec: dict) -> None:
+            done[rec["line"]] = rec
+            sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            sink.flush()
+            bar.update(1)
+
+        for i, line in enumerate(lines, start=1):
+            if i in done:
+                continue
+            try:
+                req = parse_request(line, defaults)
+                sg.encode(req["prompt"], req["gamma"] if sg.gamma else 0)  # too long etc.: this line only
+            except (ValueError, TypeError) as e:
+                emit({"line": i, "error": str(e)})
+                continue
+            key = tuple(req[k] for k in SETTINGS)
+            groups.setdefault(key, []).append((i, req))
+        for reqs in groups.values():
+            for start in range(0, len(reqs), batch_size):
+                chunk = reqs[start:start + batch_size]
+                s = chunk[0][1]
+                try:
+                    comps = sg.generate([r["prompt"] for _, r in chunk], max_new_tokens=s["max_new_tokens"],
+                                        temperature=s["temperature"], gamma=s["gamma"] if sg.gamma else None,
+                                        seed=s["seed"])
+                except (ValueError, TypeError) as e:
+                    for i, _ in chunk:
+                        emit({"line": i, "error": str(e)})
+                    continue
+                for (i, r), c in zip(chunk, comps):
+                    emit({"line": i, "id": r["id"], "prompt": c.prompt, "text": c.text, "token_ids": c.token_ids,
+                          "finish_reason": c.finish_reason, "stats": c.stats})
+    bar.close()
+    tmp = out.with_name(out.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for i in range(1, len(lines) + 1):
+            f.write(json.dumps(done[i], ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    partial.unlink()
+    errors = sum("error" in r for r in done.values())
+    return {"lines": len(lines), "ok": len(lines) - errors, "errors": errors}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,63 +130,70 @@ def main(argv: list[str] | None = None) -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", help="target model dir or hub id (default: embedded tiny target)")
     ap.add_argument("--draft", help="draft model dir or hub id (default: embedded tiny draft)")
+    ap.add_argument("--amateur", help="amateur model dir or hub id, for the contrastive rules")
+    ap.add_argument("--models-dir", help="a trio directory <dir>/{tokenizer,target,draft,amateur}")
     ap.add_argument("--prompt", default="Question: Mia has 12 pens and buys 7 more. How many pens does she have?\n"
                                         "Answer (end with #### <number>):\n")
+    ap.add_argument("--prompts-file", type=Path, help="JSONL requests (see above); needs --out")
+    ap.add_argument("--out", type=Path, help="JSONL output for --prompts-file")
+    ap.add_argument("--batch-size", type=int, default=8, help="requests decoded together (--prompts-file)")
+    ap.add_argument("--resume", action="store_true", help="keep the lines already in <out>.partial")
     ap.add_argument("--proposer", choices=["draft", "ngram", "none"], default="draft")
-    ap.add_argument("--rule", choices=["exact", "static", "lossy", "cascade"], default="exact")
+    ap.add_argument("--rule", default=None,
+                    help="exact|sd, static, lossy, cascade, cd, dcd, dcd_ngram, scd, ar_target, ar_draft "
+                         "(default exact, or the head with --head)")
     ap.add_argument("--head", help="exported ensemble head dir (head.safetensors + config.json): rule = the head")
     ap.add_argument("--w", type=float, default=0.5, help="static ensemble weight on the target")
     ap.add_argument("--lenience", type=float, default=0.5, help="lossy rule lenience l")
     ap.add_argument("--threshold", type=float, default=0.1, help="cascade deferral threshold")
+    ap.add_argument("--alpha", type=float, default=0.5, help="contrastive rules: amateur penalty")
+    ap.add_argument("--beta", type=float, default=0.1, help="contrastive rules: plausibility cut-off")
     ap.add_argument("--gamma", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=200)
     ap.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.prompts_file is not None and args.out is None:
+        ap.error("--prompts-file needs --out")
+    if args.prompts_file is not None and not args.prompts_file.is_file():
+        ap.error(f"--prompts-file {args.prompts_file} does not exist")
 
-    device = resolve_device(args.device)
-    if args.target is None or (args.draft is None and args.proposer == "draft"):
-        from data.build_models import ensure_embedded
+    rule = args.rule
+    if args.proposer == "none":
+        if rule not in (None, "exact", "sd", "ar_target"):
+            ap.error(f"--proposer none decodes with the target alone; --rule {rule} needs a proposer")
+        rule = "ar_target"
+    try:
+        sg = SpeculativeGenerator.from_pretrained(
+            args.target, args.draft, head=args.head, rule=rule, amateur=args.amateur, models_dir=args.models_dir,
+            device=args.device, dtype=args.dtype, gamma=args.gamma,
+            proposer="draft" if args.proposer == "none" else args.proposer, w=args.w, lenience=args.lenience,
+            threshold=args.threshold, alpha=args.alpha, beta=args.beta, compile=args.compile)
+    except (ValueError, FileNotFoundError, OSError) as e:
+        sys.exit(f"error: {e}")
 
-        root = ensure_embedded()
-        args.target = args.target or str(root / "target")
-        args.draft = args.draft or str(root / "draft")
-    target_model, tokenizer = load_model(args.target, device=device, dtype=args.dtype)
-    target = LM(target_model, "target")
-    proposer = None
-    if args.proposer == "draft":
-        draft_model, draft_tok = load_model(args.draft, device=device, dtype=args.dtype)
-        check_tokenizers_match({"target": tokenizer, "draft": draft_tok})
-        proposer = DraftModelProposer(LM(draft_model, "draft"))
-    elif args.proposer == "ngram":
-        proposer = NgramProposer(target.vocab_size, device=device)
-    gamma = 0 if proposer is None else args.gamma
-    kw = {"static": {"w": args.w}, "lossy": {"lenience": args.lenience}, "cascade": {"threshold": args.threshold}}
-    rule = make_rule(args.rule, **kw.get(args.rule, {}))
-    if args.head:
-        from heads import load_head, tokenizer_hash
+    if args.prompts_file is not None:
+        defaults = {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature,
+                    "gamma": args.gamma, "seed": args.seed}
+        counts = run_file(sg, args.prompts_file, args.out, defaults, args.batch_size, resume=args.resume)
+        print(f"{counts['ok']} of {counts['lines']} requests decoded ({counts['errors']} errors) with "
+              f"{sg.label} → {args.out}")
+        return
 
-        if not isinstance(proposer, DraftModelProposer):
-            ap.error("--head needs the draft-model proposer (the head reads the draft's hidden states)")
-        head, meta = load_head(args.head, device=device, expect={
-            "hidden_q": proposer.lm.hidden_size, "hidden_p": target.hidden_size,
-            "tokenizer_hash": tokenizer_hash(tokenizer)})
-        rule = make_rule("head", head=head)
-        args.rule = f"head({args.head})"
-
-    ids = tokenizer(args.prompt, add_special_tokens=True)["input_ids"]
-    gen = torch.Generator(device=device).manual_seed(args.seed)
-    out = generate(target, proposer, [ids], rule=rule, gamma=gamma, max_new_tokens=args.max_new_tokens,
-                   temperature=args.temperature, eos_token_id=tokenizer.eos_token_id, generator=gen, progress=True)
-    print(args.prompt + tokenizer.decode(out.tokens[0], skip_special_tokens=True))
-    s = out.stats
-    print(f"\n--- {args.proposer} proposer, rule={args.rule}, γ={gamma}, T={args.temperature}")
-    print(f"new tokens {s['new_tokens']} in {s['rounds']} rounds ({s['new_tokens'] / max(s['rounds'], 1):.2f} "
-          f"tokens/round), acceptance rate {out.acceptance_rate:.3f}, mean accepted length "
-          f"{out.mean_accepted_length:.2f}, {s['new_tokens'] / s['seconds']:.1f} tokens/s "
-          f"(target {s['time_target']:.2f}s, proposer {s['time_proposer']:.2f}s)")
+    try:
+        (c,) = sg.generate([args.prompt], max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                           gamma=args.gamma if sg.gamma else None, seed=args.seed, progress=True)
+    except ValueError as e:
+        sys.exit(f"error: {e}")
+    print(args.prompt + c.text)
+    s = c.stats
+    acc = "-" if s["acceptance_rate"] is None else f"{s['acceptance_rate']:.3f}"
+    print(f"\n--- {sg.label}, γ={s['gamma']}, T={args.temperature}")
+    print(f"new tokens {s['new_tokens']} in {s['rounds']} rounds ({s['tokens_per_round']:.2f} tokens/round), "
+          f"acceptance rate {acc}, {s['tokens_per_s']:.1f} tokens/s")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,196 @@
+"""The inference API: load a target, a proposer and a verification rule (or a trained head) once, then decode
+batches of text prompts.
+
+    from specdec import SpeculativeGenerator
+    sg = SpeculativeGenerator.from_pretrained(head="runs/train/<run>/head")          # embedded trio + a head
+    sg = SpeculativeGenerator.from_pretrained(target="/models/llama-8b", draft="/models/llama-1b", rule="static",
+                                              w=0.7, device="cuda", dtype="bfloat16")
+    for c in sg.generate(["Question: ..."], max_new_tokens=128, temperature=1.0, seed=0):
+        print(c.text, c.stats["acceptance_rate"], c.stats["tokens_per_s"])
+
+Nothing here decodes or verifies by itself: the methods come from eval/methods.py's registry (the proposer and
+rule objects evaluation builds; a head loads as method `diversed`, through `heads.load_head`, which checks its
+verification-rule version), and decoding is `specdec.generate.generate` with records=False, the loop training
+rollouts run, minus their per-token records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from specdec.generate import generate
+from specdec.loading import Models
+
+# Friendly names for eval/methods.py's registry keys.
+ALIASES = {"exact": "sd", "head": "diversed", "ar": "ar_target", "target": "ar_target"}
+DRAFTING = ("sd", "static", "lossy", "cascade", "diversed", "dcd", "ar_draft")  # methods that use the draft model
+CONTRASTIVE = ("cd", "dcd", "dcd_ngram", "scd")  # methods that use the amateur
+
+
+@dataclass
+class Completion:
+    prompt: str
+    text: str  # the new text (special tokens skipped)
+    token_ids: list[int]  # the new tokens (EOS included when generated)
+    finish_reason: str  # "eos" | "length" | "context"
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class SpeculativeGenerator:
+    """A model pair (or trio) plus one decoding method, ready to decode text prompts."""
+
+    def __init__(self, models: Models, method: str, spec: Any, compile: bool = False):
+        self.models, self.method, self.spec, self.compile = models, method, spec, compile
+        self.tokenizer = models.tokenizer
+        self.target = spec.target or models.target
+        self.gamma = spec.gamma
+        lms = [self.target, spec.amateur, getattr(spec.proposer, "lm", None)]
+        self.window = min(lm.max_positions for lm in lms if lm is not None)
+        for lm in lms:
+            if lm is not None:  # no device wait after each model call: the API reports no per-part time split
+                lm.sync_timing = False
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        target: str | Path | None = None,
+        draft: str | Path | None = None,
+        *,
+        head: str | Path | None = None,
+        rule: str | None = None,
+        amateur: str | Path | None = None,
+        models_dir: str | Path | None = None,
+        device: str = "auto",
+        dtype: str = "float32",
+        gamma: int = 4,
+        proposer: str = "draft",
+        w: float = 0.5,
+        lenience: float = 0.5,
+        threshold: float = 0.1,
+        alpha: float = 0.5,
+        beta: float = 0.1,
+        compile: bool = False,
+    ) -> SpeculativeGenerator:
+        """Load the models and build the method.
+
+        target / draft / amateur: local model directories (Hugging Face format) or hub ids, every one the method
+        uses; with none given, the embedded trio (or the trio directory `models_dir`; the default
+        artifacts/models/tiny is built first when missing). device: auto | cpu | cuda[:i]; dtype: float32 |
+        bfloat16 | float16.
+        head: an exported ensemble head (rule = the head). rule: a method of eval/methods.py by name — sd (exact),
+        static (w), lossy (lenience), cascade (threshold), cd / dcd / dcd_ngram / scd (alpha, beta), ar_target,
+        ar_draft, diversed (head) — default sd, or the head when one is given. proposer: draft | ngram.
+        """
+        from eval.methods import build_method  # the method registry evaluation uses
+
+        name = ALIASES.get(rule, rule) if rule else ("diversed" if head else "sd")
+        if head is not None and name != "diversed":
+            raise ValueError(f"head={head} sets the rule to the head; drop rule={rule!r} (or drop head)")
+        if name == "diversed" and head is None:
+            raise ValueError("rule='head' needs head=PATH (an exported head: head.safetensors + config.json)")
+        given = {"target": target, "draft": draft, "amateur": amateur}
+        if models_dir is None and any(given.values()):  # explicit models: every one the method uses must be given
+            needs = ["target"] + (["draft"] if name in DRAFTING and proposer == "draft" else []) \
+                + (["amateur"] if name in CONTRASTIVE else [])
+            missing = [r for r in needs if not given[r]]
+            if missing:
+                raise ValueError(f"rule {name!r} also needs {', '.join(f'{r}=PATH' for r in missing)} (or give no "
+                                 f"model paths for the embedded trio, or models_dir=TRIO_DIR)")
+        # No model given: the embedded trio (built first when missing).
+        cfg = {"device": device, "dtype": dtype, **{k: (str(v) if v else None) for k, v in given.items()},
+               "dir": None if models_dir is None else str(models_dir),
+               "embedded": models_dir is None and not any(given.values())}
+        models = Models(cfg)
+        method_cfg = OmegaConf.create({
+            "method": {"name": name, "gamma": gamma, "proposer": proposer, "w": w, "lenience": lenience,
+                       "threshold": threshold},
+            "head_path": None if head is None else str(head), "alpha": alpha, "beta": beta,
+        })
+        if head is not None:
+            _check_head_tokenizer(head, models.tokenizer)
+        spec = build_method(name, models, method_cfg)
+        if spec.generate_fn is not None:
+            raise ValueError(f"method {name!r} decodes with its own loop, which this API does not serve; use "
+                             f"eval/run.py method={name}")
+        return cls(models, name, spec, compile=compile)
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    def encode(self, prompt: str, gamma: int | None = None) -> list[int]:
+        """Token ids of a prompt, or ValueError saying why it cannot be decoded."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"a prompt must be a string, got {type(prompt).__name__}")
+        if not prompt.strip():
+            raise ValueError("the prompt is empty")
+        ids = self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        g = self.gamma if gamma is None else gamma
+        if len(ids) + g + 1 > self.window:
+            raise ValueError(f"the prompt has {len(ids)} tokens, too long for the context window of {self.window} "
+                             f"positions (with γ+1={g + 1}); shorten it")
+        return ids
+
+    def generate(
+        self,
+        prompts: list[str] | str,
+        *,
+        max_new_tokens: int = 128,
+        temperature: float = 1.0,
+        gamma: int | None = None,
+        seed: int = 0,
+        progress: bool = False,
+    ) -> list[Completion]:
+        """Decode the prompts as one batch (temperature 0 = greedy). The result depends on the seed and on the
+        batch (rows share one random stream). gamma: draft length (default: the method's)."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        g = self.gamma if gamma is None else int(gamma)
+        if self.gamma == 0 and g != 0:
+            raise ValueError(f"method {self.method} drafts nothing: gamma does not apply (got {g})")
+        if self.gamma > 0 and g < 1:
+            raise ValueError(f"method {self.method} drafts tokens: gamma must be >= 1, got {g}")
+        ids = [self.encode(p, g) for p in prompts]
+        gen = torch.Generator(device=self.target.device).manual_seed(int(seed))
+        out = generate(self.target, self.spec.proposer, ids, rule=self.spec.rule, gamma=g,
+                       max_new_tokens=max_new_tokens, temperature=temperature,
+                       eos_token_id=self.tokenizer.eos_token_id, amateur=self.spec.amateur, generator=gen,
+                       records=False, compile=self.compile, progress=progress)
+        seconds = out.stats["seconds"]
+        total = out.stats["new_tokens"]
+        done = []
+        for b, prompt in enumerate(prompts):
+            toks = out.tokens[b]
+            rounds = int(out.rounds["active"][:, b].sum())
+            accepted = int(out.rounds["accepted"][:, b].sum())
+            done.append(Completion(
+                prompt=prompt, text=self.tokenizer.decode(toks, skip_special_tokens=True), token_ids=toks,
+                finish_reason=out.finish_reason[b],
+                stats={
+                    "new_tokens": len(toks), "rounds": rounds, "drafted": rounds * g, "accepted": accepted,
+                    "acceptance_rate": accepted / (rounds * g) if g and rounds else None,
+                    "tokens_per_round": len(toks) / rounds if rounds else 0.0,
+                    "seconds": seconds, "tokens_per_s": len(toks) / seconds if seconds > 0 else None,
+                    "batch_size": len(prompts), "batch_tokens_per_s": total / seconds if seconds > 0 else None,
+                    "method": self.label, "gamma": g, "temperature": temperature, "seed": int(seed),
+                },
+            ))
+        return done
+
+
+def _check_head_tokenizer(head: str | Path, tokenizer: Any) -> None:
+    """A head's hidden-state inputs depend on the tokenizer it was trained with: refuse another one."""
+    from heads import HeadFormatError, read_head_config, tokenizer_hash
+
+    recorded = read_head_config(head).get("tokenizer_hash")
+    here = tokenizer_hash(tokenizer)
+    if recorded is not None and recorded != here:
+        raise HeadFormatError(f"head at {head} was trained with another tokenizer ({recorded}, here {here}); "
+                              f"train or pick a head for this model pair")
