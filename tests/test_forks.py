@@ -135,3 +135,25 @@ def test_run_forks_continues_the_prefix_and_uses_common_random_numbers(micro_tri
     f2 = run_forks(models, ExactRule(), prompts, completions, positions, **kw)
     assert f2.texts_plus == f2.texts_minus
     assert torch.equal(f2.delta, torch.zeros_like(f2.delta))
+
+
+def test_greedy_target_continuations_are_deterministic_and_equal_target_greedy(micro_trio):
+    """continuation=greedy_target: both branches are the target's greedy decoding after the fork token, whatever
+    the seed (so a harmless swap gives exactly 0)."""
+    from specdec.generate import generate
+
+    models = _micro(micro_trio)
+    tok = models.tokenizer
+    prompts = [tok("Q: 2+3?\nA:")["input_ids"]]
+    completions = [tok(" 2 + 3 = 5", add_special_tokens=False)["input_ids"]]
+    xs = torch.tensor(tok(" 7", add_special_tokens=False)["input_ids"][:1])
+    forced = (xs, xs.clone(), torch.tensor([0.3]))
+    kw = dict(score_fn=lambda texts, rows: [0.0] * len(texts), lam=0.1, gamma=3, max_new_tokens=12,
+              temperature=1.0, stops=(), cut_at_stop=cut_at_stop, continuation="greedy_target", fork_tokens=forced)
+    a = run_forks(models, ExactRule(), prompts, completions, [(0, 2)], seed=1, **kw)
+    b = run_forks(models, ExactRule(), prompts, completions, [(0, 2)], seed=2, **kw)
+    assert a.texts_plus == b.texts_plus == a.texts_minus
+    start = prompts[0] + completions[0][:2] + [int(xs[0])]
+    ref = generate(models.target, None, [start], gamma=0, max_new_tokens=9, temperature=0.0,
+                   eos_token_id=tok.eos_token_id)
+    assert a.texts_plus[0] == tok.decode(completions[0][:2] + [int(xs[0])] + ref.tokens[0], skip_special_tokens=True)

@@ -19,6 +19,13 @@ Every fork is informative (x+ != x- always) and its cost is the two continuation
 
 Which positions: sampled per rollout with probability proportional to TV(p_t, q_t): where p and q agree, w_t does
 not matter (nu_t = p_t for any w_t), so those positions carry no signal.
+
+Continuations (`continuation`): "policy" decodes both branches with the current head at the training temperature,
+which is what Delta_t is defined under, but one binary reward per branch makes G+ - G- noisy (a harmless swap still
+differs by +-1 whenever the two sampled continuations happen to end differently). "greedy_target" continues both
+branches with the target's own greedy decoding (AutoJudge's counterfactual): deterministic, so a harmless swap gives
+exactly 0 and a harmful one +-1. It estimates the value under greedy target continuation instead of the policy's
+(biased), with far less variance; the later tokens' lambda terms are then left out (they are not the policy's).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from specdec.generate import generate
 from specdec.loading import Models
 from specdec.models import LM
 from specdec.proposers import DraftModelProposer
-from specdec.targets import softmax_with_temperature
+from specdec.targets import ExactRule, softmax_with_temperature
 
 
 @dataclass
@@ -109,18 +116,28 @@ def run_forks(
     stops: tuple[str, ...],
     seed: int,
     cut_at_stop: Callable,
+    continuation: str = "policy",
+    fork_tokens: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> ForkBatch:
     """Fork every rollout `row` at its position `t`: continue prompt + completion[:t] + [x±] with `rule` (the head
     in the loop) and score both. `score_fn(texts, rows)` returns task rewards; the returns add the later tokens'
-    lambda terms lam * sum_s (1 - w_s TV_s) / T (lambda per token, T = the branch's length)."""
+    lambda terms lam * sum_s (1 - w_s TV_s) / T (lambda per token, T = the branch's length) under
+    continuation="policy". `fork_tokens` = (x+, x-, weight) replaces the coupled residual draws (AutoJudge's mining
+    forks at the target's and the draft's greedy tokens)."""
+    if continuation not in ("policy", "greedy_target"):
+        raise ValueError(f"fork continuation must be 'policy' or 'greedy_target', got {continuation!r}")
+    greedy = continuation == "greedy_target"
     device = models.target.device
     rows = [r for r, _ in positions]
     ts = [t for _, t in positions]
     prefixes = [prompts[r] + completions[r][:t] for r, t in positions]
-    p = next_token_probs(models.target, prefixes, temperature)
-    q = next_token_probs(models.draft, prefixes, temperature)
-    gen = torch.Generator().manual_seed(seed)
-    x_plus, x_minus, tv = coupled_residuals(p.float().cpu(), q.float().cpu(), gen)
+    if fork_tokens is None:
+        p = next_token_probs(models.target, prefixes, temperature)
+        q = next_token_probs(models.draft, prefixes, temperature)
+        gen = torch.Generator().manual_seed(seed)
+        x_plus, x_minus, tv = coupled_residuals(p.float().cpu(), q.float().cpu(), gen)
+    else:
+        x_plus, x_minus, tv = fork_tokens
     eos = models.tokenizer.eos_token_id
 
     def branch(xs: torch.Tensor) -> tuple[list[float], list[str], int]:
@@ -128,9 +145,10 @@ def run_forks(
         room = [max_new_tokens - t - 1 for t in ts]
         # the same seed and slot order for both branches: common random numbers after the fork
         g = torch.Generator(device).manual_seed(seed + 1)
-        out = generate(models.target, DraftModelProposer(models.draft), starts, rule=rule, gamma=gamma,
-                       max_new_tokens=max(1, max(room)), temperature=temperature, eos_token_id=eos,
-                       generator=g)
+        # greedy_target: greedy SD is token-identical to greedy target decoding, and faster
+        out = generate(models.target, DraftModelProposer(models.draft), starts,
+                       rule=ExactRule() if greedy else rule, gamma=gamma, max_new_tokens=max(1, max(room)),
+                       temperature=0.0 if greedy else temperature, eos_token_id=eos, generator=g)
         texts, lam_terms, decoded = [], [], 0
         for j, (r, t) in enumerate(positions):
             cont = [] if int(xs[j]) == eos else out.tokens[j][: max(room[j], 0)]
@@ -140,7 +158,7 @@ def run_forks(
             n_after = max(0, keep - t - 1)  # continuation tokens inside the completion
             w = out.records["w"][j, :n_after].double()
             tvc = out.records["tv_pq"][j, :n_after].double().nan_to_num(0.0)
-            lam_terms.append(lam * float((1 - w * tvc).sum()) / max(keep, 1))
+            lam_terms.append(0.0 if greedy else lam * float((1 - w * tvc).sum()) / max(keep, 1))
         rewards = score_fn(texts, rows)
         return [r + lt for r, lt in zip(rewards, lam_terms)], texts, decoded
 

@@ -271,7 +271,8 @@ class Trainer:
         return run_forks(self.models, make_rule(self.head, self.target_cfg), prompts, b.tokens, positions,
                          score_fn=score_fn, lam=self.lam, gamma=int(r.gamma), max_new_tokens=self.max_new_tokens,
                          temperature=float(r.temperature), stops=tuple(self.task.stop),
-                         seed=rollout_seed(self.cfg.seed, step, 7 + self.rank), cut_at_stop=cut_at_stop)
+                         seed=rollout_seed(self.cfg.seed, step, 7 + self.rank), cut_at_stop=cut_at_stop,
+                         continuation=str(f.continuation))
 
     def update_forks(self, b: RolloutBatch, f: ForkBatch, step: int) -> dict:
         """REINFORCE++ on the fork advantages: the clipped ratio over the mixture's latent branch, KL to the
