@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 
 from specdec.loading import Models  # noqa: F401 (re-export)
@@ -196,6 +197,37 @@ def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
         spec.amateur = models.amateur
         spec.params["target_kind"] = "contrastive"
     return spec
+
+
+class ThresholdHead(torch.nn.Module):
+    """AutoJudge's rule on a judge head: w = 1 where P(important) >= threshold (verify against p), else 0 (q)."""
+
+    def __init__(self, head: torch.nn.Module, threshold: float):
+        super().__init__()
+        self.head, self.threshold = head, float(threshold)
+
+    def forward(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor | None = None) -> torch.Tensor:
+        return (self.head(h_q, h_p, feats) >= self.threshold).to(h_p.dtype)
+
+
+@register("autojudge")
+def _autojudge(models: Models, cfg: DictConfig) -> MethodSpec:
+    """AutoJudge (train/autojudge.py): head=PATH of an exported judge; method.threshold overrides its own."""
+    from heads import load_head
+
+    path = cfg.get("head_path")
+    if not path:
+        raise ValueError("method=autojudge needs a judge exported by train/autojudge.py: pass head=PATH")
+    target, draft = models.target, models.draft
+    head, meta = load_head(path, device=target.device,
+                           expect={"hidden_q": draft.hidden_size, "hidden_p": target.hidden_size})
+    if meta.get("method") != "autojudge":
+        raise ValueError(f"{path} is not an AutoJudge export (config.json method={meta.get('method')!r}); "
+                         "use method=diversed for an ensemble head")
+    t = _m(cfg, "threshold")
+    t = float(meta["threshold"]) if t is None else float(t)
+    return MethodSpec(DraftModelProposer(draft), HeadEnsembleRule(ThresholdHead(head, t)), _gamma(cfg),
+                      label=f"autojudge(t={t:.3g})", params={"proposer": "draft", "threshold": t}, head_meta=meta)
 
 
 # Methods registered elsewhere (optional until they land).

@@ -1,0 +1,83 @@
+"""The AutoJudge baseline: mining through the fork machinery, the judge's fit and threshold, the eval rule."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from data.tasks import get_task
+from eval.methods import ThresholdHead, build_method
+from heads import EnsembleHead, HeadConfig, export_head
+from specdec.loading import Models
+from train.autojudge import fit, mine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_fit_recovers_a_separable_judge_and_its_threshold_keeps_the_recall():
+    g = torch.Generator().manual_seed(0)
+    n, F = 400, 5
+    feats = torch.randn(n, F, generator=g)
+    label = (feats[:, 0] + 0.5 * feats[:, 1] > 0.8).float()  # a minority class, linearly separable
+    data = {"h_q": torch.zeros(n, 3), "h_p": torch.zeros(n, 4), "feats": feats, "label": label}
+    head = EnsembleHead(HeadConfig(hidden_q=3, hidden_p=4, num_features=F, use_hidden=False, init_w=0.5))
+    rep = fit(head, data, steps=300, lr=0.05, holdout=0.25, recall=0.9, seed=0)
+    assert rep["heldout_recall"] >= 0.9
+    assert rep["heldout_accuracy"] > 0.85 and 0.0 < rep["threshold"] < 1.0
+    w = ThresholdHead(head, rep["threshold"])(data["h_q"], data["h_p"], feats)
+    assert set(w.unique().tolist()) <= {0.0, 1.0}
+    with pytest.raises(ValueError, match="only 3 mismatches"):
+        fit(head, {k: v[:3] for k, v in data.items()}, steps=1, lr=0.1, holdout=0.2, recall=0.9, seed=0)
+
+
+def test_mining_labels_are_reward_changes_of_greedy_swaps(micro_trio):
+    models = Models({"dir": str(micro_trio), "embedded": False, "device": "cpu", "dtype": "float32"})
+    tok = models.tokenizer
+    task = get_task("gsm8k")
+    from data.loaders import load_examples
+
+    ex = load_examples("gsm8k", source="synthetic", split="train", n=6, seed=0)
+    prompts = [tok(task.format_prompt(r, tokenizer=tok))["input_ids"] for r in ex.rows]
+    refs = [task.reference(r) for r in ex.rows]
+    data = mine(models, prompts, refs, task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20,
+                temperature=1.0, batch_size=4, seed=0, progress=False)
+    n = len(data["label"])
+    assert 0 < n <= 12 and data["stats"]["forks"] == n <= data["stats"]["mismatches"]
+    assert torch.equal(data["label"], (data["gap"] != 0).float())
+    assert data["h_q"].shape == (n, models.draft.hidden_size) and data["h_p"].shape == (n, models.target.hidden_size)
+    assert (data["tv"] > 0).all()  # a mismatch of greedy tokens means p != q there
+
+
+def test_autojudge_method_refuses_an_ensemble_head_and_applies_the_threshold(micro_trio, tmp_path):
+    models = Models({"dir": str(micro_trio), "embedded": False, "device": "cpu", "dtype": "float32"})
+    head = EnsembleHead(HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
+                                   num_features=5))
+    export_head(head, tmp_path / "ens", {"task": "gsm8k"})
+    export_head(head, tmp_path / "judge", {"method": "autojudge", "threshold": 0.4})
+    cfg = OmegaConf.create({"method": {"name": "autojudge", "gamma": 3, "threshold": None},
+                            "head_path": str(tmp_path / "ens")})
+    with pytest.raises(ValueError, match="not an AutoJudge export"):
+        build_method("autojudge", models, cfg)
+    cfg.head_path = str(tmp_path / "judge")
+    spec = build_method("autojudge", models, cfg)
+    assert spec.params["threshold"] == 0.4 and spec.label == "autojudge(t=0.4)"
+    cfg.method.threshold = 0.99  # init_w 0.95 < 0.99: every position verifies against q
+    assert build_method("autojudge", models, cfg).rule.head.threshold == 0.99
+
+
+def test_autojudge_cli_mines_fits_and_exports(micro_trio, tmp_path):
+    run_dir = tmp_path / "aj"
+    p = subprocess.run([sys.executable, "train/autojudge.py", "task=gsm8k", f"model.dir={micro_trio}",
+                        "mine.prompts=16", "mine.max_new_tokens=20", "fit.steps=20", f"hydra.run.dir={run_dir}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "exported head" in p.stdout
+    from heads import load_head
+
+    _, meta = load_head(run_dir / "head")
+    assert meta["method"] == "autojudge" and 0.0 <= meta["threshold"] <= 1.0
+    assert meta["autojudge"]["mining"]["forks"] > 0

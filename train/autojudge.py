@@ -1,0 +1,215 @@
+"""AutoJudge (Garipov et al., 2025, arXiv 2504.20039) as a baseline: a judge of which draft/target mismatches matter.
+
+    python train/autojudge.py task=gsm8k                    # mine, fit, export <run dir>/head
+    python eval/run.py task=gsm8k method=autojudge head=<run dir>/head [method.threshold=0.3]
+
+1. Mine: decode the training prompts with the target's greedy decoding; at positions where the draft's greedy token
+   differs from the target's, swap the draft token in and let the target continue greedily (the same counterfactual
+   machinery as the paired forks: train/forks.py::run_forks with continuation=greedy_target). The mismatch is
+   *important* when the swap changes the task reward (the paper checks whether the final answer changes; with a
+   reward, a change of the answer that keeps the score is harmless for quality).
+2. Fit: a light classifier on both models' hidden states and the pair features at the mismatch, i.e. the same
+   EnsembleHead the learned ensemble uses, with a class-weighted logistic loss; its output is P(important).
+3. Threshold: the largest tau that keeps `fit.recall` of the held-out important mismatches flagged.
+At inference (eval method `autojudge`) w_t = 1[P(important) >= tau]: an unimportant position verifies against q
+(the draft is accepted), an important one against p (standard SD), through the one `verify`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import hydra
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@torch.no_grad()
+def teacher_forced(lm, prompts: list[list[int]], completions: list[list[int]], temperature: float):
+    """Next-token probs [B, T, V] and last hidden states [B, T, H] of `lm` at every completion position t (the
+    distribution of completion[t] given prompt + completion[:t]); T = the longest completion, rows right-padded."""
+    from specdec.targets import softmax_with_temperature
+
+    lm.prefill([p[:-1] for p in prompts])
+    T = max(len(c) for c in completions)
+    toks = torch.zeros(len(prompts), T, dtype=torch.long)
+    valid = torch.zeros(len(prompts), T, dtype=torch.bool)
+    for b, (p, c) in enumerate(zip(prompts, completions)):
+        seq = [p[-1]] + c[:-1]  # position t is fed the token before completion[t]
+        toks[b, : len(seq)] = torch.tensor(seq)
+        valid[b, : len(seq)] = True
+    logprobs, hidden = lm.feed(toks, valid)
+    return softmax_with_temperature(logprobs, temperature), hidden
+
+
+def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: int, max_new_tokens: int,
+         temperature: float, batch_size: int, seed: int, progress: bool = True) -> dict[str, torch.Tensor]:
+    """Mismatch examples: head inputs (h_q, h_p, feats), label important (1) / not (0), TV(p, q), the reward gap."""
+    from rewards import score
+    from specdec.generate import generate
+    from specdec.proposers import DraftModelProposer
+    from specdec.targets import ExactRule, pair_features, total_variation
+    from train.forks import run_forks
+    from train.rollout import cut_at_stop
+
+    rng = random.Random(seed)
+    eos = models.tokenizer.eos_token_id
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("h_q", "h_p", "feats", "label", "tv", "gap")}
+    stats = {"positions": 0, "mismatches": 0, "forks": 0, "decoded_tokens": 0}
+    bar = tqdm(total=len(prompts), desc="mine", unit="prompt", disable=not progress)
+    for start in range(0, len(prompts), batch_size):
+        P, R = prompts[start:start + batch_size], refs[start:start + batch_size]
+        gen = generate(models.target, DraftModelProposer(models.draft), P, rule=ExactRule(), gamma=gamma,
+                       max_new_tokens=max_new_tokens, temperature=0.0, eos_token_id=eos)
+        comps = []
+        for toks in gen.tokens:  # keep the completion up to its stop string: tokens after it are never scored
+            _, keep = cut_at_stop(models.tokenizer, toks, tuple(task.stop))
+            comps.append(toks[:keep] or toks[:1])
+        stats["decoded_tokens"] += sum(len(t) for t in gen.tokens)
+        p, h_p = teacher_forced(models.target, P, comps, temperature)
+        q, h_q = teacher_forced(models.draft, P, comps, temperature)
+        # mismatches along the target's greedy path: the draft's greedy token differs from the target's
+        positions, x_minus = [], []
+        for b, c in enumerate(comps):
+            draft_tok = q[b, : len(c)].argmax(-1).tolist()
+            cand = [t for t in range(len(c)) if draft_tok[t] != c[t]]
+            stats["positions"] += len(c)
+            stats["mismatches"] += len(cand)
+            for t in sorted(rng.sample(cand, min(per_prompt, len(cand)))):
+                positions.append((b, t))
+                x_minus.append(draft_tok[t])
+        if positions:
+            rows = torch.tensor([b for b, _ in positions])
+            ts = torch.tensor([t for _, t in positions])
+            tv = total_variation(p[rows, ts], q[rows, ts])
+            x_plus = torch.tensor([comps[b][t] for b, t in positions])
+
+            def score_fn(texts, rws, R=R):
+                return score(task.name, texts, [R[r] for r in rws], **reward_opts).scores
+
+            f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
+                          max_new_tokens=max_new_tokens, temperature=temperature, stops=tuple(task.stop),
+                          seed=seed + start, cut_at_stop=cut_at_stop, continuation="greedy_target",
+                          fork_tokens=(x_plus, torch.tensor(x_minus), tv))
+            gap = f.g_plus - f.g_minus
+            out["h_q"].append(h_q[rows, ts].float())
+            out["h_p"].append(h_p[rows, ts].float())
+            out["feats"].append(pair_features(p[rows, ts], q[rows, ts]).float())
+            out["label"].append((gap != 0).float())
+            out["tv"].append(tv.float())
+            out["gap"].append(gap)
+            stats["forks"] += len(positions)
+            stats["decoded_tokens"] += f.decoded_tokens
+        bar.update(len(P))
+        bar.set_postfix(mined=stats["forks"], important=int(sum(x.sum() for x in out["label"])), refresh=False)
+    bar.close()
+    data = {k: torch.cat(v) if v else torch.zeros(0) for k, v in out.items()}
+    data["stats"] = stats
+    return data
+
+
+def fit(head, data: dict, *, steps: int, lr: float, holdout: float, recall: float, seed: int) -> dict:
+    """Class-weighted logistic regression of `important` on the head's inputs; tau from the held-out recall."""
+    n = len(data["label"])
+    if n < 10:
+        raise ValueError(f"only {n} mismatches were mined: mine more prompts (mine.prompts) before fitting a judge")
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(n, generator=g)
+    n_val = max(1, int(round(holdout * n)))
+    val, tr = perm[:n_val], perm[n_val:]
+    y = data["label"]
+    pos = float(y[tr].sum())
+    pos_weight = torch.tensor((len(tr) - pos) / max(pos, 1.0))
+    opt = torch.optim.Adam(head.parameters(), lr=lr)
+    head.train()
+    for _ in tqdm(range(steps), desc="fit", leave=False):
+        logits = head.logits(data["h_q"][tr], data["h_p"][tr], data["feats"][tr])
+        loss = F.binary_cross_entropy_with_logits(logits, y[tr], pos_weight=pos_weight)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    head.eval()
+    with torch.no_grad():
+        prob = head(data["h_q"][val], data["h_p"][val], data["feats"][val])
+    imp = y[val] > 0
+    if imp.any():  # largest tau flagging at least `recall` of the important held-out mismatches
+        s = torch.sort(prob[imp], descending=True).values
+        k = max(1, int(np.ceil(recall * len(s))))
+        tau = float(s[k - 1])
+    else:
+        tau = 1.0
+    flagged = prob >= tau
+    return {
+        "threshold": tau, "train": int(len(tr)), "heldout": int(n_val), "important_share": float(y.mean()),
+        "heldout_recall": float(flagged[imp].float().mean()) if imp.any() else float("nan"),
+        "heldout_flagged": float(flagged.float().mean()),
+        "heldout_accuracy": float((flagged == imp).float().mean()), "final_loss": float(loss.detach()),
+    }
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF), config_name="autojudge")
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from data.loaders import load_examples
+    from data.tasks import get_task
+    from heads import EnsembleHead, HeadConfig, export_head, tokenizer_hash
+    from specdec.loading import Models
+    from specdec.targets import PAIR_FEATURES
+    from train.trainer import encode_prompt
+
+    if cfg.num_threads:
+        torch.set_num_threads(int(cfg.num_threads))
+    torch.manual_seed(cfg.seed)
+    run_dir = Path(cfg.out_dir or HydraConfig.get().runtime.output_dir)
+    task = get_task(cfg.task.name)
+    models = Models({**OmegaConf.to_container(cfg.model, resolve=True), "device": cfg.device, "dtype": cfg.dtype})
+    tok = models.tokenizer
+    ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
+                       n=cfg.mine.prompts, seed=cfg.seed)
+    prompts = [encode_prompt(tok, task.format_prompt(r, tokenizer=tok)) for r in ex.rows]
+    refs = [task.reference(r) for r in ex.rows]
+    opts = cfg.task.get("reward_opts")
+    t0 = time.perf_counter()
+    data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
+                per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
+                max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
+                temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed))
+    t_mine = time.perf_counter() - t0
+    hcfg = HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
+                      num_features=len(PAIR_FEATURES) if cfg.head.features else 0, arch=cfg.head.arch,
+                      mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden, normalize=cfg.head.normalize,
+                      init_w=0.5)
+    head = EnsembleHead(hcfg)
+    report = fit(head, data, steps=int(cfg.fit.steps), lr=float(cfg.fit.lr), holdout=float(cfg.fit.holdout),
+                 recall=float(cfg.fit.recall), seed=int(cfg.seed))
+    report.update({"mining": data["stats"], "seconds_mining": t_mine, "data": ex.label})
+    meta = {
+        "method": "autojudge", "threshold": report["threshold"], "autojudge": report,
+        "models": {k: Path(v).name if Path(v).exists() else v for k, v in models.names().items()},
+        "tokenizer_hash": tokenizer_hash(tok), "target": {"kind": "ensemble"}, "task": cfg.task.name,
+        "data": ex.label, "training": OmegaConf.to_container(cfg, resolve=True),
+    }
+    export = run_dir / "head"
+    export_head(head, export, meta)
+    (run_dir / "autojudge.json").write_text(json.dumps(report, indent=2))
+    print(f"[autojudge] mined {data['stats']['forks']} mismatches ({report['important_share']:.1%} important) from "
+          f"{len(prompts)} prompts in {t_mine:.0f}s; threshold {report['threshold']:.3f} keeps "
+          f"{report['heldout_recall']:.1%} of held-out important ones, flags {report['heldout_flagged']:.1%}")
+    print(f"[autojudge] exported head: {export}")
+
+
+if __name__ == "__main__":
+    main()
