@@ -1,4 +1,4 @@
-"""The static Pareto frontier: the static-ensemble sweep, trained heads and baselines side by side.
+"""Task quality against acceptance: the static-ensemble sweep, trained heads and baselines side by side.
 
     python eval/frontier.py task=gsm8k heads=[outputs/a/export,outputs/b/export] eval.num_samples=100
     python eval/frontier.py frontier.from_dirs=[outputs/eval/gsm8k]   # redraw from existing metrics.json files
@@ -6,22 +6,30 @@
 Runs (unless frontier.from_dirs is given) the baselines (frontier.baselines), the static sweep over
 frontier.grid and every head in `heads`, each into <run dir>/<label>/ (resumable like eval/run.py), then writes
 into the run directory:
-  acceptance_vs_score.png  acceptance rate against task score (the static sweep is a curve; heads trained with
-                           different lambda form their own curve);
-  rejection_vs_bias.png    rejection rate against TV bias, with the theoretical static line
-                           rejection + bias = E[TV(p, q)] (a static ensemble lies on it; a dynamic head can go below):
-                           as measured, and divided by each run's own E[TV(p, q)], which differs between runs
-                           because their texts differ (there the line is x + y = 1 exactly);
-  frontier.md              every run, then the closing-note selection (ar_target, sd, the best static w at equal
-                           accuracy, lossy, cascade, heads).
-Rejection and bias are measured on tested positions (accepted drafts and first rejections), where the line holds
-position by position; see eval/metrics.py.
+  quality_vs_acceptance.png  the headline: task score (95% bootstrap interval) against acceptance rate; the static
+                             sweep is a curve over w, the heads a curve over their training λ (one curve per
+                             training recipe), baselines are markers (ar_target: a horizontal line, it drafts
+                             nothing);
+  frontier.md                per head, the best static point scoring at least as well and standard SD next to it
+                             (acceptance and score differences in points, against the issue's bars); the
+                             closing-note selection; every run; the consistency check.
+
+Why quality vs acceptance and not rejection vs bias: at every tested position of *any* mixture
+ν_t = w_t p_t + (1 − w_t) q_t, static or dynamic, P(reject) = TV(q_t, ν_t) = w_t TV_t and the bias
+TV(ν_t, p_t) = (1 − w_t) TV_t, so rejection + bias = TV(p_t, q_t) whatever w_t is. Every mixture lies on that line,
+so it cannot separate a head from static weights; it is kept only as a consistency check of the records (column
+rej+bias−TV and its z-score; a warning when a mixture run is off the line beyond sampling noise, or when any run is
+below it, which no verification rule can be: TV(q, p) ≤ TV(q, ν) + TV(ν, p)). What a head can change is *which*
+tokens it hands to the draft, and that shows only in the task score at a given acceptance.
+Rejection and bias are measured on tested positions (accepted drafts and first rejections); see eval/metrics.py.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +51,16 @@ FRONTIER_COLUMNS = [
     *(_COL[k] for k in ("label", "task_score", "task_score_ci", "acceptance_rate", "mean_accepted_length",
                         "expected_length_exact", "expected_length_iid", "tokens_per_round", "tokens_per_second")),
     ("rejection_rate", "reject", "{:.3f}"), ("tv_bias_tested", "bias", "{:.3f}"),
-    ("line_gap", "rej+bias−E[TV]", "{:+.3f}"), ("speedup", "× AR", "{:.2f}"), _COL["mean_w"],
-    _COL["num_samples"],
+    ("line_gap", "rej+bias−TV", "{:+.3f}"), ("line_z", "z", "{:+.1f}"), ("speedup", "× AR", "{:.2f}"),
+    _COL["mean_w"], _COL["num_samples"],
 ]
+# Methods whose ν is a mixture of the base distribution and q at every position: on the identity line exactly.
+MIXTURES = ("sd", "static", "diversed", "cascade")
+Z_WARN = 4.0  # |z| beyond this is not sampling noise (two-sided p ≈ 6e-5 per run)
+# The issue's bars, in acceptance points (100 × rate) and score points.
+BAR_VS_STATIC = 5.0
+BAR_VS_SD = 15.0
+SD_SCORE_TOL = 2.0
 
 
 # ---------------------------------------------------------------- collecting results
@@ -68,14 +83,68 @@ def kind(m: dict) -> str:
     return {"static": "static", "diversed": "head"}.get(m["method"], "baseline")
 
 
+def _head_config(m: dict) -> dict:
+    """config.json of the head a run used, when that directory is still there."""
+    f = Path(m["head"]) / "config.json" if m.get("head") else None
+    try:
+        return json.loads(f.read_text()) if f is not None and f.is_file() else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def head_lambda(m: dict) -> float | None:
+    """The training λ of a head run: metrics.json's params, else the head's config.json."""
+    lam = (m.get("params") or {}).get("head_lambda")
+    if lam is None:
+        from eval.methods import head_lambda as meta_lambda
+
+        lam = meta_lambda(_head_config(m))
+    return None if lam is None else float(lam)
+
+
+def head_group(m: dict) -> str:
+    """Which curve a head belongs to: heads of one training recipe (advantage estimator) differ only in λ."""
+    algo = ((_head_config(m).get("training") or {}).get("algo") or {})
+    adv = algo.get("advantage")
+    return f"heads ({adv})" if adv else "heads"
+
+
+# ---------------------------------------------------------------- the identity check
 def line_gap(m: dict) -> float | None:
-    """rejection + bias − E[TV(p, q)] on tested positions: 0 in expectation for a static ensemble."""
+    """rejection + bias − E[TV(p, q)] on tested positions: 0 in expectation for every mixture (static or not)."""
     keys = ("rejection_rate", "tv_bias_tested", "tv_pq_tested")
     if any(m.get(k) is None for k in keys):
         return None
     return m["rejection_rate"] + m["tv_bias_tested"] - m["tv_pq_tested"]
 
 
+def line_z(m: dict) -> float | None:
+    """line_gap over its sampling standard error. Given the path, bias and TV are fixed numbers and each tested
+    position rejects independently with its own probability r_t; Var(mean) = Σ r_t(1 − r_t)/n² ≤ r̄(1 − r̄)/n,
+    so the binomial SE at the observed rate is a conservative scale (the z-score is, if anything, too small)."""
+    gap, n, r = line_gap(m), m.get("tested"), m.get("rejection_rate")
+    if gap is None or not n:
+        return None
+    se = math.sqrt(max(r * (1 - r), 0.25 / n) / n)  # a floor for r ≈ 0: at least one half-event of noise
+    return gap / se
+
+
+def identity_warnings(rows: list[dict], z_max: float = Z_WARN) -> list[str]:
+    """Runs that break the identity beyond sampling noise: a mixture off the line (either side), or any rule
+    below it (impossible by the triangle inequality). A non-empty list means a bookkeeping bug. Greedy runs
+    (temperature 0) are skipped: their acceptance test is an argmax match."""
+    out = []
+    for m in rows:
+        z = line_z(m)
+        if z is None or not m.get("temperature"):  # greedy verification is not min(1, ν/q): no identity
+            continue
+        if (m["method"] in MIXTURES and abs(z) > z_max) or z < -z_max:
+            out.append(f"{m['label']}: rejection + bias − TV(p,q) = {line_gap(m):+.4f} (z = {z:+.1f}, "
+                       f"{m.get('tested')} tested positions): off the identity line beyond sampling noise")
+    return out
+
+
+# ---------------------------------------------------------------- selections
 def best_static(rows: list[dict], min_score: float | None) -> dict | None:
     """The static point with the highest acceptance among those scoring at least min_score (equal accuracy);
     without scores, the one with the highest acceptance."""
@@ -107,119 +176,150 @@ def closing_rows(rows: list[dict]) -> list[dict]:
     return out + heads
 
 
-# ---------------------------------------------------------------- pictures
-def _style(m: dict) -> dict:
-    return {"static": {"color": "tab:blue", "marker": "o"}, "head": {"color": "tab:red", "marker": "*", "s": 160},
-            "baseline": {"color": "tab:gray", "marker": "s"}}[kind(m)]
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
 
 
-def _annotate(ax, m: dict, x: float, y: float) -> None:
-    label = m["label"].replace("static(w=", "w=").rstrip(")") if kind(m) == "static" else m["label"]
-    offset = (4, -10) if kind(m) == "baseline" else (4, 4)  # sd sits on static w=1: keep both labels legible
-    ax.annotate(label, (x, y), textcoords="offset points", xytext=offset, fontsize=7)
+def head_comparison(rows: list[dict]) -> list[dict]:
+    """Per head: the best static point scoring at least as well, and standard SD, with acceptance and score
+    differences in points and whether the issue's bars are met (head ≥ that static + 5 points; head ≥ SD + 15
+    points with a score at most 2 points below SD's)."""
+    sd = next((m for m in rows if m["method"] == "sd" and m.get("acceptance_rate") is not None), None)
+    out = []
+    for h in sorted((m for m in rows if kind(m) == "head"), key=lambda m: (head_lambda(m) or 0, m["label"])):
+        acc, score = h.get("acceptance_rate"), h.get("task_score")
+        if acc is None or score is None:
+            continue
+        c: dict[str, Any] = {"head": h, "static": None, "sd": sd}
+        b = best_static(rows, score)
+        if b is not None and b.get("task_score") is not None and b["task_score"] >= score - 1e-12:
+            c["static"] = b
+            c["d_acc_static"] = acc - b["acceptance_rate"]
+            c["d_score_static"] = score - b["task_score"]
+            c["bar_static"] = 100 * c["d_acc_static"] >= BAR_VS_STATIC - 1e-9
+        if sd is not None and sd.get("task_score") is not None:
+            c["d_acc_sd"] = acc - sd["acceptance_rate"]
+            c["d_score_sd"] = score - sd["task_score"]
+            c["bar_sd"] = (100 * c["d_acc_sd"] >= BAR_VS_SD - 1e-9
+                           and 100 * c["d_score_sd"] >= -SD_SCORE_TOL - 1e-9)
+        out.append(c)
+    return out
 
 
-def _curve(ax, pts: list[dict], xk: str, yk: str, **kw) -> None:
-    pts = [m for m in pts if m.get(xk) is not None and m.get(yk) is not None]
+def _ci(m: dict) -> str:
+    ci = m.get("task_score_ci")
+    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and None not in ci else ""
+
+
+def comparison_lines(rows: list[dict]) -> list[str]:
+    """frontier.md's per-head lines (see head_comparison)."""
+    lines = []
+    for c in head_comparison(rows):
+        h = c["head"]
+        s = [f"- **{h['label']}**: score {h['task_score']:.3f}{_ci(h)}, acceptance {h['acceptance_rate']:.3f}."]
+        b = c["static"]
+        if b is None:
+            s.append("No static point scores at least as well (bar vs static: not measurable here).")
+        else:
+            s.append(f"Best static with score ≥ the head's: {b['label']} (score {b['task_score']:.3f}{_ci(b)}, "
+                     f"acceptance {b['acceptance_rate']:.3f}): acceptance {_pts(c['d_acc_static'])} points, score "
+                     f"{_pts(c['d_score_static'])} points (bar ≥ +{BAR_VS_STATIC:g}: "
+                     f"{'met' if c['bar_static'] else 'missed'}).")
+        if "d_acc_sd" in c:
+            sd = c["sd"]
+            s.append(f"vs sd (score {sd['task_score']:.3f}{_ci(sd)}, acceptance {sd['acceptance_rate']:.3f}): "
+                     f"acceptance {_pts(c['d_acc_sd'])} points, score {_pts(c['d_score_sd'])} points (bar ≥ "
+                     f"+{BAR_VS_SD:g} at a score ≥ sd − {SD_SCORE_TOL:g}: {'met' if c['bar_sd'] else 'missed'}).")
+        lines.append(" ".join(s))
+    return lines
+
+
+# ---------------------------------------------------------------- the picture
+BASELINE_MARKERS = {"sd": "D", "lossy": "s", "cascade": "^", "autojudge": "P", "ar_draft": "v"}
+BASELINE_COLORS = {"sd": "black", "lossy": "tab:green", "cascade": "tab:purple", "autojudge": "tab:orange",
+                   "ar_draft": "tab:brown"}
+HEAD_COLORS = ("tab:red", "tab:pink", "tab:olive", "tab:cyan")
+
+
+def _yerr(m: dict) -> list[list[float]] | None:
+    ci = m.get("task_score_ci")
+    if not ci or None in ci:
+        return None
+    return [[max(m["task_score"] - ci[0], 0.0)], [max(ci[1] - m["task_score"], 0.0)]]
+
+
+def _series(ax, pts: list[dict], key, label: str, color: str, marker: str, text) -> None:
+    """Points with vertical 95% CI bars, joined in the order of `key`, each annotated with text(m)."""
+    pts = sorted(pts, key=key)
     if len(pts) > 1:
-        pts = sorted(pts, key=lambda m: m.get("params", {}).get("w", m.get("params", {}).get("head_lambda") or 0))
-        ax.plot([m[xk] for m in pts], [m[yk] for m in pts], **kw)
+        ax.plot([m["acceptance_rate"] for m in pts], [m["task_score"] for m in pts], color=color, lw=1, alpha=0.7)
+    for i, m in enumerate(pts):
+        ax.errorbar(m["acceptance_rate"], m["task_score"], yerr=_yerr(m), fmt=marker, color=color, ms=6,
+                    capsize=2, lw=0.8, zorder=3, label=label if i == 0 else None)
+        ax.annotate(text(m), (m["acceptance_rate"], m["task_score"]), textcoords="offset points", xytext=(4, 4),
+                    fontsize=7, color=color)
 
 
-def plot_acceptance_vs_score(rows: list[dict], path: Path, title: str = "") -> Path | None:
+def plot_quality_vs_acceptance(rows: list[dict], path: Path, title: str = "") -> Path | None:
+    """The headline picture: task score (95% CI bars) against acceptance rate. Static sweep: a curve over w;
+    heads: a curve over λ per training recipe; every other method a marker; ar_target a horizontal line."""
     pts = [m for m in rows if m.get("task_score") is not None and m.get("acceptance_rate") is not None]
     if not pts:
         return None
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    _curve(ax, [m for m in pts if kind(m) == "static"], "task_score", "acceptance_rate", color="tab:blue",
-           lw=1, label="static ensemble sweep")
-    _curve(ax, [m for m in pts if kind(m) == "head"], "task_score", "acceptance_rate", color="tab:red", lw=1,
-           ls="--", label="heads (by λ)")
+    fig, ax = plt.subplots(figsize=(7.2, 5.2))
+    statics = [m for m in pts if kind(m) == "static"]
+    if statics:
+        _series(ax, statics, lambda m: m["params"].get("w", 0), "static ensemble (over w)", "tab:blue", "o",
+                lambda m: f"w={m['params'].get('w', 0):g}")
+    groups: dict[str, list[dict]] = {}
     for m in pts:
-        ax.scatter(m["task_score"], m["acceptance_rate"], zorder=3, **_style(m))
-        ci = m.get("task_score_ci")
-        if ci:
-            ax.plot(ci, [m["acceptance_rate"]] * 2, color=_style(m)["color"], lw=0.6, alpha=0.5)
-        _annotate(ax, m, m["task_score"], m["acceptance_rate"])
-    ax.set_xlabel("task score (95% bootstrap interval)")
-    ax.set_ylabel("acceptance rate (accepted / drafted)")
-    ax.set_title(title or "acceptance vs task score")
+        if kind(m) == "head":
+            groups.setdefault(head_group(m), []).append(m)
+    for i, (g, hs) in enumerate(sorted(groups.items())):
+        _series(ax, hs, lambda m: (head_lambda(m) is None, head_lambda(m) or 0, m["label"]),
+                f"{g} (over training λ)", HEAD_COLORS[i % len(HEAD_COLORS)], "*",
+                lambda m: f"λ={head_lambda(m):g}" if head_lambda(m) is not None else m["label"])
+    for m in pts:
+        if kind(m) == "baseline":
+            c = BASELINE_COLORS.get(m["method"], "tab:gray")
+            _series(ax, [m], lambda m: 0, m["label"], c, BASELINE_MARKERS.get(m["method"], "X"), lambda m: "")
+    for m in rows:  # autoregressive decoding drafts nothing: its quality is a reference level
+        if m["method"] == "ar_target" and m.get("task_score") is not None:
+            ax.axhline(m["task_score"], color="gray", ls="--", lw=1, label=f"ar_target ({m['task_score']:.3f})")
+            ci = m.get("task_score_ci")
+            if ci and None not in ci:
+                ax.axhspan(ci[0], ci[1], color="gray", alpha=0.12, lw=0)
+    ax.set_xlabel("acceptance rate (accepted / drafted)")
+    ax.set_ylabel("task score (bars: 95% bootstrap interval)")
+    ax.set_title(title or "task quality vs acceptance")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="best", fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
 
 
-def _norm(m: dict, key: str) -> float | None:
-    """A run's quantity divided by its own E[TV(p, q)] on tested positions."""
-    tv = m.get("tv_pq_tested")
-    return m[key] / tv if tv else None
-
-
-def plot_rejection_vs_bias(rows: list[dict], path: Path, title: str = "") -> Path | None:
-    """Left: rejection vs bias as measured, with the line at the sweep's mean E[TV(p, q)]. Right: both divided by
-    each run's own E[TV(p, q)] (it differs between methods because their texts differ), where the static theory
-    is exactly the line x + y = 1 for every w and a point below it beats the static trade-off."""
-    pts = [m for m in rows if m.get("rejection_rate") is not None and m.get("tv_bias_tested") is not None]
-    if not pts:
-        return None
-    for m in pts:
-        m["_rej_n"], m["_bias_n"] = _norm(m, "rejection_rate"), _norm(m, "tv_bias_tested")
-    fig, axes = plt.subplots(1, 2, figsize=(12.8, 5.2))
-    statics = [m for m in pts if kind(m) == "static"]
-    heads = [m for m in pts if kind(m) == "head"]
-    tvs = [m["tv_pq_tested"] for m in (statics or pts) if m.get("tv_pq_tested") is not None]
-    panels = (
-        (axes[0], "tv_bias_tested", "rejection_rate", sum(tvs) / len(tvs) if tvs else None,
-         "TV bias: mean TV(ν, p) on tested positions", "rejection rate (rejections / tested drafts)",
-         "static theory at the sweep's mean E[TV(p,q)] = {:.3f}"),
-        (axes[1], "_bias_n", "_rej_n", 1.0, "TV bias / E[TV(p, q)] of the same run",
-         "rejection rate / E[TV(p, q)] of the same run", "static theory: rejection + bias = E[TV(p,q)]"),
-    )
-    for ax, xk, yk, e_tv, xlabel, ylabel, line_label in panels:
-        if e_tv:
-            ax.plot([0, e_tv], [e_tv, 0], color="black", lw=1.5, ls=":", zorder=2.5, label=line_label.format(e_tv))
-        _curve(ax, statics, xk, yk, color="tab:blue", lw=1, alpha=0.6, label="static ensemble sweep (measured)")
-        _curve(ax, heads, xk, yk, color="tab:red", lw=1, ls="--", label="heads (by λ)")
-        for m in pts:
-            if m.get(xk) is None or m.get(yk) is None:
-                continue
-            ax.scatter(m[xk], m[yk], zorder=3, **_style(m))
-            _annotate(ax, m, m[xk], m[yk])
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_xlim(left=-0.01)
-        ax.set_ylim(bottom=-0.01)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
-    axes[0].set_title("measured")
-    axes[1].set_title("normalised by each run's E[TV(p, q)]")
-    fig.suptitle(title or "rejection vs bias")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    for m in pts:
-        del m["_rej_n"], m["_bias_n"]
-    return path
-
-
 def write_report(rows: list[dict], out_dir: Path, title: str = "") -> dict[str, Path]:
-    """The two PNGs and frontier.md into out_dir; returns the paths written."""
+    """quality_vs_acceptance.png and frontier.md into out_dir; returns the paths written. Warns (and says so in
+    frontier.md) when a run breaks the rejection + bias = TV identity beyond sampling noise."""
     out_dir.mkdir(parents=True, exist_ok=True)
     ar = next((m for m in rows if m["method"] == "ar_target" and m.get("tokens_per_second")), None)
     for m in rows:
-        m["line_gap"] = line_gap(m)
+        m["line_gap"], m["line_z"] = line_gap(m), line_z(m)
         tps = m.get("tokens_per_second")
         m["speedup"] = tps / ar["tokens_per_second"] if (ar and tps) else None
     order = {"baseline": 0, "static": 1, "head": 2}
-    rows = sorted(rows, key=lambda m: (order[kind(m)], m.get("params", {}).get("w", 0), m["label"]))
+    rows = sorted(rows, key=lambda m: (order[kind(m)], m.get("params", {}).get("w", 0),
+                                       (head_lambda(m) or 0) if kind(m) == "head" else 0, m["label"]))
     paths: dict[str, Path] = {}
-    for name, fn in (("acceptance_vs_score", plot_acceptance_vs_score), ("rejection_vs_bias", plot_rejection_vs_bias)):
-        p = fn(rows, out_dir / f"{name}.png", title)
-        if p is not None:
-            paths[name] = p
+    p = plot_quality_vs_acceptance(rows, out_dir / "quality_vs_acceptance.png",
+                                   f"{title}: task quality vs acceptance" if title else "")
+    if p is not None:
+        paths["quality_vs_acceptance"] = p
+    problems = identity_warnings(rows)
+    for w in problems:
+        warnings.warn(w, stacklevel=2)
     first = rows[0]
     gamma = next((m["gamma"] for m in rows if m.get("gamma")), 0)
     header = (f"# {title or 'Frontier'}\n\ntask={first['task']} ({first['data_label']} data), "
@@ -227,13 +327,22 @@ def write_report(rows: list[dict], out_dir: Path, title: str = "") -> dict[str, 
               f"seed={first['seed']}, models={first.get('model')}\n")
     cross = [f"- {m['label']}: head trained on {m['head_task']}, evaluated on {m['task']}" for m in rows
              if m.get("cross_task")]
+    comp = comparison_lines(rows)
+    check = (["**Warning: the identity rejection + bias = TV(p, q) fails beyond sampling noise:**", "",
+              *[f"- {w}" for w in problems]] if problems else
+             [f"All runs satisfy rejection + bias = TV(p, q) within sampling noise (|z| ≤ {Z_WARN:g})."])
     text = "\n".join([
-        header, "## Closing-note selection\n", markdown_table(closing_rows(rows), FRONTIER_COLUMNS),
+        header,
+        *(["## Heads against static and SD\n", *comp, ""] if comp else []),
+        "## Closing-note selection\n", markdown_table(closing_rows(rows), FRONTIER_COLUMNS),
         "\n## All runs\n", markdown_table(rows, FRONTIER_COLUMNS),
         *(["\n## Cross-task\n", *cross] if cross else []),
-        "\nrej+bias−E[TV]: rejection rate + TV bias − mean TV(p, q), all on tested positions; 0 in expectation "
-        "for a static ensemble, negative where a head beats the static frontier. × AR: tokens/s over ar_target's "
-        "(medians over batches, same run).\n",
+        "\n## Consistency check\n", *check,
+        "\nrej+bias−TV: rejection rate + TV(ν, p) − TV(p, q), all on tested positions, and its z-score (z). It is 0 "
+        "in expectation for every mixture ν = w·p + (1 − w)·q, static or per-token (a head), so it is a check of "
+        "the records, not a comparison; other rules are ≥ 0 (triangle inequality). The comparison is score vs "
+        "acceptance (quality_vs_acceptance.png). × AR: tokens/s over ar_target's (medians over batches, same "
+        "run). Points: 100 × the difference of rates.\n",
     ])
     (out_dir / "frontier.md").write_text(text)
     paths["table"] = out_dir / "frontier.md"
