@@ -34,17 +34,19 @@ FIELDS = {"prompt", "id", *SETTINGS}
 
 def parse_request(line: str, defaults: dict) -> dict:
     """One line of a prompts file → {"prompt", "id", **settings}, or ValueError naming what is wrong."""
+    if not line.strip():
+        raise ValueError("empty line: expected a JSON object with a \"prompt\" field")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
         raise ValueError(f"invalid JSON ({e.msg} at column {e.colno})") from None
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object with a \"prompt\" field, got {type(obj).__name__}")
+    if "prompt" not in obj:
+        raise ValueError(f"missing field \"prompt\" (fields given: {sorted(obj)})")
     unknown = sorted(set(obj) - FIELDS)
     if unknown:
         raise ValueError(f"unknown field(s) {unknown}; allowed: {sorted(FIELDS)}")
-    if "prompt" not in obj:
-        raise ValueError("missing field \"prompt\"")
     if not isinstance(obj["prompt"], str):
         raise ValueError(f"\"prompt\" must be a string, got {type(obj['prompt']).__name__}")
     if not obj["prompt"].strip():

@@ -39,6 +39,7 @@ class Completion:
     token_ids: list[int]  # the new tokens (EOS included when generated)
     finish_reason: str  # "eos" | "length" | "context"
     stats: dict[str, Any] = field(default_factory=dict)
+    accepted_per_round: list[int] = field(default_factory=list)  # drafts accepted in each round this row decoded
 
 
 class SpeculativeGenerator:
@@ -168,8 +169,9 @@ class SpeculativeGenerator:
         done = []
         for b, prompt in enumerate(prompts):
             toks = out.tokens[b]
-            rounds = int(out.rounds["active"][:, b].sum())
-            accepted = int(out.rounds["accepted"][:, b].sum())
+            active = out.rounds["active"][:, b]
+            per_round = out.rounds["accepted"][:, b][active].tolist()
+            rounds, accepted = len(per_round), sum(per_round)
             done.append(Completion(
                 prompt=prompt, text=self.tokenizer.decode(toks, skip_special_tokens=True), token_ids=toks,
                 finish_reason=out.finish_reason[b],
@@ -181,6 +183,7 @@ class SpeculativeGenerator:
                     "batch_size": len(prompts), "batch_tokens_per_s": total / seconds if seconds > 0 else None,
                     "method": self.label, "gamma": g, "temperature": temperature, "seed": int(seed),
                 },
+                accepted_per_round=per_round,
             ))
         return done
 

@@ -1,0 +1,142 @@
+"""The inference API and CLI: identical decoding to the training rollout path, head version check, batch CLI."""
+
+import json
+
+import pytest
+import torch
+
+from heads import EnsembleHead, HeadConfig, HeadFormatError, export_head, tokenizer_hash
+from specdec import SpeculativeGenerator, generate
+from specdec.__main__ import main as cli_main
+from specdec.loading import Models
+from specdec.proposers import DraftModelProposer
+from specdec.targets import PAIR_FEATURES
+from train.rollout import make_rule, rollout
+
+PROMPTS = ["Question: Tom has 3 apples and buys 4 more.", "Q: 12 + 7 =", "Summarise: the cat sat on the mat."]
+ENSEMBLE = {"kind": "ensemble"}
+
+
+@pytest.fixture(scope="module")
+def models(micro_trio):
+    return Models({"dir": str(micro_trio), "device": "cpu"})
+
+
+@pytest.fixture(scope="module")
+def head_dir(models, tmp_path_factory):
+    """An exported head whose w varies with its inputs (random output layer), so the rule really depends on it."""
+    torch.manual_seed(0)
+    head = EnsembleHead(HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
+                                   num_features=len(PAIR_FEATURES), arch="mlp", init_w=0.6))
+    torch.nn.init.normal_(head.out.weight, std=1.0)
+    out = tmp_path_factory.mktemp("heads") / "head"
+    return export_head(head, out, {"tokenizer_hash": tokenizer_hash(models.tokenizer), "target": ENSEMBLE})
+
+
+def _loaded_head(path):
+    from heads import load_head
+
+    return load_head(path)[0]
+
+
+def test_api_decodes_exactly_as_training_rollouts(models, head_dir, micro_trio):
+    """Same models, head and seed: SpeculativeGenerator (records=False) emits the tokens and per-round accept
+    counts of the training path (train.rollout's rule through generate with records), and rollout's own texts."""
+    gamma, max_new, seed = 3, 24, 5
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, head=head_dir, gamma=gamma, device="cpu")
+    comps = sg.generate(PROMPTS, max_new_tokens=max_new, temperature=1.0, seed=seed)
+    ids = [sg.encode(p) for p in PROMPTS]
+
+    head = _loaded_head(head_dir)
+    train_out = generate(models.target, DraftModelProposer(models.draft), ids, rule=make_rule(head, ENSEMBLE),
+                         gamma=gamma, max_new_tokens=max_new, temperature=1.0,
+                         eos_token_id=models.tokenizer.eos_token_id,
+                         generator=torch.Generator().manual_seed(seed), record_hidden=True)
+    assert [c.token_ids for c in comps] == train_out.tokens
+    for b, c in enumerate(comps):
+        active = train_out.rounds["active"][:, b]
+        assert c.accepted_per_round == train_out.rounds["accepted"][:, b][active].tolist()
+    # The decoding is not trivial: drafts were both accepted and rejected, and the head's w varied.
+    per_round = [k for c in comps for k in c.accepted_per_round]
+    assert 0 < sum(per_round) < gamma * len(per_round)
+    w = train_out.records["w"][train_out.records["token_mask"]]
+    assert float(w.max() - w.min()) > 0.05
+
+    batch = rollout(models, head, ids, target_cfg=ENSEMBLE, gamma=gamma, max_new_tokens=max_new, temperature=1.0,
+                    generator=torch.Generator().manual_seed(seed))
+    assert batch.texts == [c.text for c in comps]
+    assert batch.stats["accepted"] == sum(per_round)
+
+
+def test_records_false_is_the_same_loop_for_every_rule(models):
+    """records=False changes what is kept, not what is decoded: tokens and accept counts match records=True."""
+    ids = [models.tokenizer(p)["input_ids"] for p in PROMPTS]
+    from specdec.targets import CascadeRule, ExactRule, StaticEnsembleRule
+
+    for rule in (ExactRule(), StaticEnsembleRule(0.4), CascadeRule(0.1)):
+        for temperature in (1.0, 0.0):
+            outs = [generate(models.target, DraftModelProposer(models.draft), ids, rule=rule, gamma=4,
+                             max_new_tokens=16, temperature=temperature, eos_token_id=models.tokenizer.eos_token_id,
+                             generator=torch.Generator().manual_seed(1), records=rec) for rec in (True, False)]
+            full, lean = outs
+            assert full.tokens == lean.tokens
+            assert torch.equal(full.rounds["accepted"].cpu(), lean.rounds["accepted"])
+            assert torch.equal(full.records["token_mask"], lean.records["token_mask"])
+            assert set(lean.records) == {"token_mask"}
+
+
+def test_mismatched_verify_rule_version_is_refused(models, micro_trio, tmp_path):
+    head = EnsembleHead(HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
+                                   num_features=len(PAIR_FEATURES)))
+    path = export_head(head, tmp_path / "old_head", {"verify_rule_version": 0})
+    with pytest.raises(HeadFormatError, match="verification-rule version 0"):
+        SpeculativeGenerator.from_pretrained(models_dir=micro_trio, head=path, device="cpu")
+
+
+def test_api_rejects_bad_requests(micro_trio):
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="static", w=0.5, device="cpu")
+    with pytest.raises(ValueError, match="empty"):
+        sg.generate(["ok", ""], max_new_tokens=4)
+    with pytest.raises(ValueError, match="context window"):
+        sg.generate(["x" * 10_000], max_new_tokens=4)
+    with pytest.raises(ValueError, match="gamma"):
+        sg.generate(["ok"], gamma=0)
+    with pytest.raises(ValueError, match="unknown method"):
+        SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="nope", device="cpu")
+    with pytest.raises(ValueError, match="needs head=PATH"):
+        SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="head", device="cpu")
+
+
+def test_cli_round_trip_with_bad_lines(micro_trio, tmp_path):
+    lines = [
+        json.dumps({"prompt": PROMPTS[0], "id": "first"}),
+        json.dumps({"prompt": ""}),  # empty prompt
+        "",  # empty line
+        "{not json",
+        json.dumps({"text": "no prompt field"}),
+        json.dumps({"prompt": PROMPTS[1], "temperature": 0, "max_new_tokens": 8}),
+        json.dumps({"prompt": PROMPTS[2], "gamma": "four"}),
+        json.dumps({"prompt": PROMPTS[2], "seed": 3}),
+    ]
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    cli_main(["--models-dir", str(micro_trio), "--prompts-file", str(src), "--out", str(out), "--device", "cpu",
+              "--max-new-tokens", "12", "--gamma", "3", "--batch-size", "2"])
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["line"] for r in recs] == list(range(1, len(lines) + 1))
+    errors = {r["line"]: r["error"] for r in recs if "error" in r}
+    assert set(errors) == {2, 3, 4, 5, 7}
+    assert "prompt is empty" in errors[2] and "empty line" in errors[3] and "invalid JSON" in errors[4]
+    assert 'missing field "prompt"' in errors[5] and '"gamma" must be an integer' in errors[7]
+    ok = [r for r in recs if "error" not in r]
+    assert [r["prompt"] for r in ok] == [PROMPTS[0], PROMPTS[1], PROMPTS[2]] and ok[0]["id"] == "first"
+    assert len(ok[1]["token_ids"]) <= 8 and ok[1]["stats"]["temperature"] == 0.0
+    # The record's text is its tokens decoded, and its statistics count them.
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, device="cpu")
+    for r in ok:
+        assert r["text"] == sg.tokenizer.decode(r["token_ids"], skip_special_tokens=True)
+        assert r["stats"]["new_tokens"] == len(r["token_ids"]) and r["stats"]["rounds"] >= 1
+    # A request decodes the same through the CLI as through the API (same settings, same batch).
+    (c,) = sg.generate([PROMPTS[1]], max_new_tokens=8, temperature=0.0, gamma=3, seed=0)
+    assert c.token_ids == ok[1]["token_ids"]
+    assert not (tmp_path / "out.jsonl.partial").exists()
