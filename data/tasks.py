@@ -28,11 +28,18 @@ class Task:
     instruction: Callable[[dict], str]
     _reference: Callable[[dict], Any]
     _target: Callable[[dict], str] | None
+    # chat models only: the user message (None: the plain instruction) and a regex that ends a completion once it
+    # matches (the completion is kept up to the end of the match), e.g. a closed code block
+    chat_instruction: Callable[[dict], str] | None = None
+    chat_stop: str | None = None
 
     def format_prompt(self, example: dict, tokenizer: Any = None) -> str:
-        """The prompt string: the plain template, or the tokenizer's chat template around the same text."""
+        """The prompt string: the plain template, or the tokenizer's chat template around the task's chat
+        instruction (the plain instruction text when it has none)."""
         text = self.instruction(example)
-        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        if is_chat(tokenizer):
+            if self.chat_instruction is not None:
+                text = self.chat_instruction(example)
             messages = [{"role": "user", "content": text}]
             return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return text
@@ -48,6 +55,11 @@ class Task:
         return self._target(example)
 
 
+def is_chat(tokenizer: Any) -> bool:
+    """Whether prompts for this tokenizer go through its chat template."""
+    return tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
+
+
 # ---------------------------------------------------------------- gsm8k
 def gsm8k_final_answer(answer: str) -> str:
     """The number after the last '####' in a GSM8K answer field."""
@@ -59,6 +71,16 @@ def gsm8k_final_answer(answer: str) -> str:
 # ---------------------------------------------------------------- mbpp
 def _mbpp_text(ex: dict) -> str:
     return ex["text"] if ex.get("text") else ex["prompt"]
+
+
+def _mbpp_chat(ex: dict) -> str:
+    # one prompt for every method; asks for code only so that answers end at the closing fence (chat_stop)
+    return (f"{_mbpp_text(ex)}\nYour code should pass this test:\n{ex['test_list'][0]}\n"
+            "Reply with only the Python code in one ```python block: a short solution, no explanation, no tests.")
+
+
+# a closed fenced code block: what a code answer from a chat model needs, and where it ends
+CODE_BLOCK_END = r"```[^\n`]*\n.*?\n```"
 
 
 def _mbpp_reference(ex: dict) -> dict:
@@ -157,6 +179,8 @@ TASKS: dict[str, Task] = {
         ),
         _reference=_mbpp_reference,
         _target=lambda ex: ex["code"],
+        chat_instruction=_mbpp_chat,
+        chat_stop=CODE_BLOCK_END,
     ),
     "humaneval": Task(
         name="humaneval",
@@ -169,6 +193,7 @@ TASKS: dict[str, Task] = {
         instruction=lambda ex: ex["prompt"],
         _reference=lambda ex: {"test": ex["test"], "entry_point": ex["entry_point"], "prompt": ex["prompt"]},
         _target=lambda ex: ex["canonical_solution"],
+        chat_stop=CODE_BLOCK_END,
     ),
     "mmlu": Task(
         name="mmlu",

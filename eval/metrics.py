@@ -193,6 +193,7 @@ SCHEMA: dict[str, tuple[type, ...]] = {
     "cross_task": (bool,),
     "task_score": (float, type(None)),
     "task_score_ci": (list, type(None)),
+    "truncation_rate": (float, type(None)),  # share of outputs cut at max_new_tokens: next to every score
     "rounds": (int,),
     "drafted": (int,),
     "accepted": (int,),
@@ -232,7 +233,7 @@ def validate_metrics(m: dict) -> None:
     ci = m.get("task_score_ci")
     if isinstance(ci, list) and (len(ci) != 2 or not ci[0] <= ci[1]):
         problems.append(f"'task_score_ci' must be [lo, hi] with lo <= hi, got {ci}")
-    for k in ("acceptance_rate", "rejection_rate", "tv_bias", "tv_pq", "mean_w", "mean_a", "tv_bias_tested",
+    for k in ("acceptance_rate", "rejection_rate", "truncation_rate", "tv_bias", "tv_pq", "mean_w", "mean_a", "tv_bias_tested",
               "tv_pq_tested"):
         v = m.get(k)
         if isinstance(v, float) and not 0.0 <= v <= 1.0 + 1e-9:
@@ -246,6 +247,7 @@ TABLE_COLUMNS = [
     ("label", "method", "{}"),
     ("task_score", "score", "{:.3f}"),
     ("task_score_ci", "95% CI", "[{:.3f}, {:.3f}]"),
+    ("truncation_rate", "trunc", "{:.2f}"),
     ("acceptance_rate", "accept", "{:.3f}"),
     ("mean_accepted_length", "L", "{:.2f}"),
     ("expected_length_exact", "E[T] exact", "{:.2f}"),

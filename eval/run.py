@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from data.tasks import Task, get_task
+from data.tasks import Task, get_task, is_chat
 from eval.methods import MethodSpec, Models, build_method, head_task, w_str
 from eval.metrics import (
     acceptance_metrics,
@@ -199,11 +200,14 @@ def run_method(
     bs = int(cfg.eval.batch_size)
     seed = int(cfg.seed)
     head = cfg.get("head_path") if spec.head_meta is not None else None
+    # chat models: a row ends once its text matches the task's chat stop (e.g. a closed code block)
+    chat_stop = re.compile(task.chat_stop, re.S) if task.chat_stop and is_chat(tok) else None
     signature = {
         "method": cfg.method.name, "label": spec.label, "params": spec.params, "task": task.name,
         "data": data_settings(cfg), "data_label": examples.label, "num_samples": n, "seed": seed,
         "temperature": temperature, "gamma": spec.gamma, "max_new_tokens": max_new, "batch_size": bs,
         "model": models.names(), "head": str(head) if head else None,
+        "chat_stop": chat_stop.pattern if chat_stop else None,
     }
     _check_resume(out_dir, signature, bool(cfg.get("resume", False)))
 
@@ -219,11 +223,19 @@ def run_method(
         print(f"[eval] resuming {out_dir}: {len(done)} sample(s) done, {len(todo)} to go")
     eos = tok.eos_token_id
     stops = tuple(task.stop)
+    extra = {}
+    if chat_stop is not None:
+        extra["stop"] = lambda toks: chat_stop.search(tok.decode(toks, skip_special_tokens=True)) is not None
 
     def gen(idx: list[int], max_tokens: int, g: torch.Generator):
         return generate_fn(target, spec.proposer, [prompts[i] for i in idx], rule=spec.rule, gamma=spec.gamma,
                            max_new_tokens=max_tokens, temperature=temperature, eos_token_id=eos,
-                           amateur=spec.amateur, generator=g)
+                           amateur=spec.amateur, generator=g, **extra)
+
+    def finish_text(toks: list[int]) -> str:
+        text = cut_at_stop(tok.decode([t for t in toks if t != eos], skip_special_tokens=True), stops)
+        m = chat_stop.search(text) if chat_stop is not None else None
+        return text[: m.end()] if m else text
 
     bar = tqdm(total=n, initial=n - len(todo), desc=spec.label, unit="sample",
                disable=not cfg.eval.get("progress", True))
@@ -236,8 +248,7 @@ def run_method(
         t0 = time.perf_counter()
         out = gen(batch, max_new, g)
         wall = time.perf_counter() - t0
-        texts = [cut_at_stop(tok.decode([t for t in toks if t != eos], skip_special_tokens=True), stops)
-                 for toks in out.tokens]
+        texts = [finish_text(toks) for toks in out.tokens]
         scores: list[float | None] = [None] * len(batch)
         if task.reward is not None:
             from rewards import score
@@ -271,6 +282,7 @@ def _summary(samples: list[dict], batches: list[dict], cfg: DictConfig) -> dict:
     m["task_score"] = float(sum(scores) / len(scores)) if scores else None
     m["task_score_ci"] = (list(bootstrap_ci(scores, n_boot=int(cfg.eval.get("bootstrap", 2000)),
                                             seed=int(cfg.seed))) if scores else None)
+    m["truncation_rate"] = (sum(s.get("finish") == "length" for s in samples) / len(samples)) if samples else None
     m["new_tokens"] = int(sum(s["new_tokens"] for s in samples))
     m["num_samples"] = len(samples)
     return m

@@ -9,6 +9,7 @@ which costs compute but keeps every tensor rectangular and the loop short.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -27,7 +28,7 @@ HIDDEN_KEYS = ("h_p", "h_q", "feats")
 @dataclass
 class GenerationOutput:
     tokens: list[list[int]]  # new tokens per row (EOS included when generated)
-    finish_reason: list[str]  # "eos" | "length" | "context"
+    finish_reason: list[str]  # "eos" | "length" | "context" | "stop"
     records: dict[str, torch.Tensor]  # per output token, padded to [B, T(, ·)], plus "token_mask"
     rounds: dict[str, torch.Tensor]  # per round [R, B(, γ)]: active, drafted, accepted, accept_prob, expected_accept
     stats: dict[str, float] = field(default_factory=dict)
@@ -92,6 +93,7 @@ def generate(
     progress: bool = False,
     records: bool = True,
     compile: bool = False,
+    stop: Callable[[list[int]], bool] | None = None,
 ) -> GenerationOutput:
     """Speculative decoding of a batch of token-id prompts. temperature 0 is greedy.
 
@@ -99,7 +101,8 @@ def generate(
     same tokens and accept counts), but no per-token records (`records` holds only "token_mask"), per-round
     records limited to active / drafted / accepted, and one device→host read per round (the accepted counts and
     the tokens together; the caches roll back from that host copy). compile=True wraps the target's and the
-    proposer's forward in `torch.compile` (once per model; see `compile_lm`).
+    proposer's forward in `torch.compile` (once per model; see `compile_lm`). stop(tokens) is asked after each
+    round for every row still running; True ends that row with finish reason "stop" (e.g. a closed code block).
     """
     rule = rule or ExactRule()
     if record_hidden and not records:
@@ -192,7 +195,7 @@ def generate(
             host_rounds["accepted"].append([k if f is None else 0 for k, f in zip(n_rows, finish)])
             num_rounds += 1
             added = _extend(out, finish, pieces, emitted_rows, n_rows, num_rounds - 1, eos, max_new_tokens,
-                            prompts, window, K)
+                            prompts, window, K, stop)
             bar.update(added)
             continue
 
@@ -232,7 +235,7 @@ def generate(
         num_rounds += 1
         emitted_rows = res.tokens.tolist()
         added = _extend(out, finish, pieces, emitted_rows, n.tolist(), r, eos, max_new_tokens, prompts,
-                        window, K)
+                        window, K, stop)
         bar.update(added)
     bar.close()
 
@@ -267,7 +270,8 @@ def generate(
 
 def _extend(out: list[list[int]], finish: list[str | None], pieces: list[list[tuple[int, int]]],
             emitted_rows: list[list[int]], n_rows: list[int], r: int, eos: set[int], max_new_tokens: int,
-            prompts: list[list[int]], window: int, K: int) -> int:
+            prompts: list[list[int]], window: int, K: int,
+            stop: Callable[[list[int]], bool] | None = None) -> int:
     """Append each active row's tokens of round r (accepted drafts + the emitted token), stopping at EOS, the
     length limit or the context window; returns the number of tokens added."""
     added = 0
@@ -288,6 +292,8 @@ def _extend(out: list[list[int]], finish: list[str | None], pieces: list[list[tu
         added += len(new)
         if finish[b] is None and len(prompts[b]) + len(out[b]) + K > window:
             finish[b] = "context"
+        if finish[b] is None and stop is not None and stop(out[b]):
+            finish[b] = "stop"
     return added
 
 

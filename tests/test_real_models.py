@@ -258,3 +258,63 @@ def test_real_pair_loads_and_shares_a_tokenizer(monkeypatch):
     with torch.no_grad():
         lt, ld = target(ids).logits[0, -1], draft(ids).logits[0, -1]
     assert int(ld.argmax()) in lt.topk(5).indices.tolist()
+
+
+# ---------------------------------------------------------------- chat prompts, stop, truncation
+class _ChatTok:
+    chat_template = "x"
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize):
+        return f"<user>{messages[0]['content']}</user><assistant>"
+
+
+def test_mbpp_chat_prompt_asks_for_code_only_and_plain_prompt_is_unchanged():
+    import re
+
+    from data.tasks import get_task
+
+    t = get_task("mbpp")
+    ex = {"text": "Write a function to add two numbers.", "code": "", "test_list": ["assert add(1, 2) == 3"]}
+    plain = t.format_prompt(ex)
+    assert plain == "Task: Write a function to add two numbers.\nYour code should pass this test:\n" \
+                    "assert add(1, 2) == 3\nCode:\n"
+    chat = t.format_prompt(ex, _ChatTok())
+    assert chat.startswith("<user>Write a function") and "only the Python code" in chat
+    stop = re.compile(t.chat_stop, re.S)
+    assert stop.search("Sure:\n```python\ndef add(a, b):\n    return a + b\n") is None  # still open
+    done = "Sure:\n```python\ndef add(a, b):\n    return a + b\n```\nThis adds."
+    assert done[: stop.search(done).end()].endswith("a + b\n```")
+
+
+def test_generate_stop_ends_rows_early_with_the_same_tokens(micro_trio):
+    from specdec.generate import generate
+    from specdec.models import LM
+    from specdec.proposers import DraftModelProposer
+
+    tm, _ = load_model(micro_trio / "target")
+    dm, _ = load_model(micro_trio / "draft")
+    target, draft = LM(tm), LM(dm)
+    prompts = [[1, 40, 41, 42], [1, 50, 51]]
+
+    def run(**kw):
+        g = torch.Generator().manual_seed(0)
+        return generate(target, DraftModelProposer(draft), prompts, gamma=3, max_new_tokens=30, temperature=1.0,
+                        generator=g, **kw)
+    full = run()
+    cut = run(stop=lambda toks: len(toks) >= 6)
+    for a, b, why in zip(full.tokens, cut.tokens, cut.finish_reason):
+        if len(a) >= 6:
+            assert why == "stop" and 6 <= len(b) <= 6 + 3 and b == a[: len(b)]
+        else:
+            assert b == a
+
+
+def test_truncation_rate_is_the_share_of_length_finishes():
+    from omegaconf import OmegaConf
+
+    from eval.run import _summary
+
+    cfg = OmegaConf.create({"eval": {"bootstrap": 10}, "seed": 0})
+    rec = {"accepted": [1], "drafted": [4], "a": [[0.5] * 4], "beta": [[0.5] * 4], "new_tokens": 2}
+    samples = [{**rec, "score": 1.0, "finish": f} for f in ("length", "eos", "stop", "length")]
+    assert _summary(samples, [], cfg)["truncation_rate"] == 0.5
