@@ -6,6 +6,12 @@ whose probabilities depend on the context (a name or item chosen in the prompt a
 follow the name, a "voice" of connectives set by the question, which facts an article mentioned first),
 while correctness hinges on a few critical tokens (numbers, the final answer, code).
 
+Wording style: every free paraphrase choice on the completion side (which sentence form, connective, opener,
+bullet, summary form, code variant) is drawn with `_pick` under a *style*: "a" (uniform; the corpus the target
+and amateur learn from) or "b" (the same options, with a strong preference for the later ones; the draft's
+corpus), as real drafts come from other corpora with other paraphrase preferences. Content (numbers, names,
+items, operations, which facts) never depends on the style, so a style-b completion is a correct answer too.
+
 Splits: every candidate row is assigned to "train" or "test" by a stable hash of its canonical content
 (the prompt-side text), so train and test never share a problem, whatever the seeds. The rng is derived
 from (task, split, seed), so the same arguments give the same rows.
@@ -35,6 +41,18 @@ def _split_of(canonical: str) -> str:
 
 def _rng(task: str, split: str, seed: int) -> random.Random:
     return random.Random(f"{task}/{split}/{int(seed)}")
+
+
+STYLES = ("a", "b")
+STYLE_B_BASE = 3.0  # style b weighs option i by 3**i: [.25, .75] for two options, [.08, .23, .69] for three
+
+
+def _pick(rng: random.Random, options: list, style: str):
+    """A free paraphrase choice: uniform under style "a" (the same rng draw as rng.choice), skewed to the later
+    options under style "b"."""
+    if style == "a":
+        return rng.choice(options)
+    return rng.choices(options, weights=[STYLE_B_BASE**i for i in range(len(options))])[0]
 
 
 # ============================================================== shared vocabulary
@@ -79,22 +97,28 @@ def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
 
 
-def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> dict:
+def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int, style: str = "a") -> dict:
     name, pron, poss = rng.choice(NAMES)
     friend = rng.choice([n for n in NAMES if n[0] != name])[0]
     item, items = rng.choice(ITEMS)
     voice = rng.randrange(len(Q_CONNECTIVES))
     n_lines = rng.randint(*steps)
 
+    def pick(options: list[str]) -> str:  # a free choice of wording (style-dependent)
+        return _pick(rng, options, style)
+
     def qconn() -> str:
         return rng.choice(Q_CONNECTIVES[voice])
 
     def aconn() -> str:
         pool = A_CONNECTIVES[voice] if rng.random() < VOICE_KEEP else sum(A_CONNECTIVES, [])
-        return rng.choice(pool)
+        return pick(pool)
 
     def who() -> str:  # the answer refers to the person by name or pronoun
-        return name if rng.random() < 0.5 else pron
+        return pick([name, pron])
+
+    def has() -> str:
+        return pick(["has", "now has"])
 
     total = rng.randint(3, max(4, max_operand))
     q = [rng.choice([
@@ -116,42 +140,47 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
             n = rng.randint(2, max_operand)
             new = total + n
             q.append(f"{c}, {pron} buys {n} more {items}.")
-            a.append(rng.choice([
-                f"{aconn()} {who()} has {total} + {n} = {new} {items}.",
+            a.append(pick([
+                f"{aconn()} {who()} {has()} {total} + {n} = {new} {items}.",
                 f"After buying {n} more, {who()} has {total} + {n} = {new}.",
+                f"{who()} has {total} + {n} = {new} after buying {n} more.",
             ]))
         elif op == "groups":
             g, k = rng.randint(2, 4), rng.randint(2, max(3, max_operand // 2 + 1))
             m = g * k
             new = total + m
             q.append(f"{c}, {pron} gets {g} {rng.choice(CONTAINERS)} with {k} {items} each.")
-            a.append(rng.choice([
+            a.append(pick([
                 f"{_cap(who())} gets {g} * {k} = {m}, so {total} + {m} = {new}.",
                 f"That is {g} * {k} = {m} more, and {total} + {m} = {new}.",
+                f"{g} * {k} = {m} more, so {who()} {has()} {total} + {m} = {new}.",
             ]))
         elif op in ("give", "lose"):
             n = rng.randint(1, min(total - 1, max_operand))
             new = total - n
             if op == "give":
                 q.append(f"{c}, {pron} gives {n} {items} to {friend}.")
-                a.append(rng.choice([
+                a.append(pick([
                     f"{aconn()} {who()} has {total} - {n} = {new} {items} left.",
                     f"After giving {n} to {friend}, {total} - {n} = {new} are left.",
+                    f"{total} - {n} = {new} are left after giving {n} to {friend}.",
                 ]))
             else:
                 q.append(f"{c}, {pron} loses {n} of them.")
-                a.append(rng.choice([
-                    f"{aconn()} {who()} has {total} - {n} = {new} {items}.",
+                a.append(pick([
+                    f"{aconn()} {who()} {has()} {total} - {n} = {new} {items}.",
                     f"Losing {n} leaves {total} - {n} = {new}.",
+                    f"{total} - {n} = {new} are left after losing {n}.",
                 ]))
         else:
             f = 2 if total > max_operand else rng.choice([2, 3])
             word = {2: "doubles", 3: "triples"}[f]
             new = total * f
             q.append(f"{c}, {pron} {word} {poss} {items}.")
-            a.append(rng.choice([
-                f"{aconn()} {who()} has {total} * {f} = {new} {items}.",
+            a.append(pick([
+                f"{aconn()} {who()} {has()} {total} * {f} = {new} {items}.",
                 f"{_cap(word[:-1])}d, that is {total} * {f} = {new}.",
+                f"That is {total} * {f} = {new} once {who()} {word} them.",
             ]))
         total = new
     if final == "sell" and total > 4 * max_operand:  # keep products small
@@ -160,9 +189,10 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
         p = rng.randint(2, 4)
         q.append(f"{_cap(pron)} sells each {item} for ${p}. How much money does {pron} make?")
         res = total * p
-        a.append(rng.choice([
+        a.append(pick([
             f"{aconn()} {who()} makes {total} * {p} = ${res}.",
             f"Selling {total} at ${p} gives {total} * {p} = ${res}.",
+            f"{who()} earns {total} * {p} = ${res} in all.",
         ]))
     elif final == "share":
         divs = [k for k in range(2, 7) if total % k == 0]
@@ -170,9 +200,10 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
             k = rng.choice(divs)
             res = total // k
             q.append(f"{_cap(pron)} shares them equally among {k} friends. How many does each friend get?")
-            a.append(rng.choice([
+            a.append(pick([
                 f"{aconn()} each friend gets {total} / {k} = {res}.",
                 f"Each of the {k} friends gets {total} / {k} = {res} {items}.",
+                f"{total} / {k} = {res}, so each friend gets {res}.",
             ]))
         else:
             final = "count"
@@ -182,14 +213,19 @@ def _gsm8k_one(rng: random.Random, steps: tuple[int, int], max_operand: int) -> 
             f"How many {items} does {name} have now?",
             f"How many {items} does {name} have in the end?",
         ]))
-    a = [_cap(line) for line in a]
+    # formatting and filler: an opening line without numbers, and a bullet before each worked line
+    opener = pick(["", "Let's see.", "Step by step:", f"We count the {items}."])
+    bullet = pick(["", "- "])
+    a = ([opener] if opener else []) + [bullet + _cap(line) for line in a]
     return {"question": " ".join(q), "answer": "\n".join(a) + f"\n#### {res}"}
 
 
-def gsm8k_row(rng: random.Random, *, steps: tuple[int, int] = (2, 3), max_operand: int = 9) -> dict:
-    """One GSM8K-schema problem. Difficulty: `steps` = (min, max) worked lines, `max_operand` operand size."""
+def gsm8k_row(rng: random.Random, *, steps: tuple[int, int] = (2, 3), max_operand: int = 9,
+              style: str = "a") -> dict:
+    """One GSM8K-schema problem. Difficulty: `steps` = (min, max) worked lines, `max_operand` operand size;
+    `style`: the wording preferences of the worked answer."""
     while True:
-        row = _gsm8k_one(rng, steps, max_operand)
+        row = _gsm8k_one(rng, steps, max_operand, style)
         if len(row["answer"]) <= MAX_GSM8K_ANSWER:
             return row
 
@@ -290,23 +326,23 @@ def _news_article(rng: random.Random, ev: dict) -> tuple[str, list[int]]:
     return " ".join(body), order
 
 
-def cnndm_row(rng: random.Random) -> dict:
+def cnndm_row(rng: random.Random, style: str = "a") -> dict:
     """One CNN/DM-schema item: a short article; highlights = headline + the first two facts it mentions."""
     while True:
         ev = _news_event(rng)
         article, order = _news_article(rng, ev)
-        lines = [rng.choice(ev["heads"])] + [rng.choice(ev["facts"][i][1]) for i in order[:2]]
+        lines = [_pick(rng, ev["heads"], style)] + [_pick(rng, ev["facts"][i][1], style) for i in order[:2]]
         highlights = "\n".join(lines)
         if len(highlights) <= MAX_HIGHLIGHTS:
             return {"article": article, "highlights": highlights}
 
 
-def xsum_row(rng: random.Random) -> dict:
+def xsum_row(rng: random.Random, style: str = "a") -> dict:
     """One XSum-schema item: a short document and a one-sentence summary."""
     while True:
         ev = _news_event(rng)
         document, _ = _news_article(rng, ev)
-        summary = rng.choice(ev["one"])
+        summary = _pick(rng, ev["one"], style)
         if len(summary) <= MAX_XSUM_SUMMARY:
             return {"document": document, "summary": summary}
 
@@ -411,7 +447,7 @@ def _mbpp_input(rng: random.Random, kind: str, k) -> object:
     return rng.randint(10, 999)
 
 
-def mbpp_row(rng: random.Random) -> dict:
+def mbpp_row(rng: random.Random, style: str = "a") -> dict:
     """One MBPP-schema task: text, reference code, three assert tests computed from a reference function."""
     while True:
         fam = rng.choice(MBPP_FAMILIES)
@@ -422,8 +458,8 @@ def mbpp_row(rng: random.Random) -> dict:
         else:
             k = rng.randint(*fam["k"])
         f = rng.choice(fam["names"])
-        a = rng.choice({"list": LIST_ARGS, "str": STR_ARGS}.get(fam["arg"], INT_ARGS))
-        code = rng.choice(fam["code"]).format(f=f, a=a, k=k)
+        a = _pick(rng, {"list": LIST_ARGS, "str": STR_ARGS}.get(fam["arg"], INT_ARGS), style)
+        code = _pick(rng, fam["code"], style).format(f=f, a=a, k=k)
         tests, seen = [], set()
         while len(tests) < 3:
             x = _mbpp_input(rng, fam["arg"], k)
@@ -446,16 +482,19 @@ _GENERATORS: dict[str, tuple[Callable[..., dict], Callable[[dict], str]]] = {
 }
 
 
-def generate(task: str, split: str, n: int, seed: int = 0, **knobs) -> list[dict]:
-    """`n` synthetic rows of `task` in its public schema, deterministic in (task, split, n, seed, knobs).
+def generate(task: str, split: str, n: int, seed: int = 0, *, style: str = "a", **knobs) -> list[dict]:
+    """`n` synthetic rows of `task` in its public schema, deterministic in (task, split, n, seed, style, knobs).
 
     `split` is "train" or "test"; the two never share a problem (hash partition of the canonical content).
+    `style`: "a" (default) or "b", the wording preferences of the completions (see the module docstring).
     Knobs (gsm8k only): `steps=(min, max)` worked lines, `max_operand` operand size.
     """
     if task not in _GENERATORS:
         raise ValueError(f"no synthetic generator for task {task!r}; choose one of {', '.join(TASKS)}")
     if split not in SPLITS:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
     if knobs and task != "gsm8k":
         raise ValueError(f"task {task!r} takes no generator knobs, got {sorted(knobs)}")
     make, canonical = _GENERATORS[task]
@@ -463,7 +502,7 @@ def generate(task: str, split: str, n: int, seed: int = 0, **knobs) -> list[dict
     rows: list[dict] = []
     tries = 0
     while len(rows) < n:
-        row = make(rng, **knobs)
+        row = make(rng, style=style, **knobs)
         tries += 1
         if _split_of(canonical(row)) == split:
             rows.append(row)

@@ -61,11 +61,42 @@ def test_training_reduces_loss_on_completions():
         assert nxt[-1] == bm.EOS_ID and (nxt != bm.PAD_ID).all()
 
 
-def test_full_recipe_draft_is_ten_times_cheaper():
+def test_full_recipe_draft_is_a_competent_cheaper_model():
+    """Issue 10: the draft is a smaller model of real capacity (c = draft/target FLOPs in [0.2, 0.4], as a real
+    0.5B drafting for a 1.5B), trained on its own corpus (wording style b), not a near-failure."""
     ft = bm.flops_per_token(bm.FULL.target)["total"]
     fd = bm.flops_per_token(bm.FULL.draft)["total"]
-    assert ft >= 10 * fd
-    assert bm.FULL.train_draft.distill and not bm.FULL.train_amateur.distill
+    assert 0.2 <= fd / ft <= 0.4
+    assert bm.FULL.draft.layers >= 2 and bm.FULL.draft.hidden < bm.FULL.target.hidden
+    assert bm.FULL.train_draft.style == "b" and bm.FULL.train_target.style == "a"
+    assert not bm.FULL.train_amateur.distill
+
+
+def test_styled_pools_change_only_the_completions():
+    """The draft's corpus (style b) asks the same kind of problems; the completions are worded differently."""
+    a = bm._rows("gsm8k", 300, 0, bm.FULL.gsm8k_knobs)
+    b = bm._rows("gsm8k", 300, 0, bm.FULL.gsm8k_knobs, style="b")
+    openers = [sum(r["answer"].startswith("We count the ") for r in rows) / 300 for rows in (a, b)]
+    assert openers[1] > openers[0] + 0.25
+
+
+def test_distillation_on_samples_only_trains_gold_rows_with_cross_entropy(tmp_path):
+    """sample_frac > 0 without distill: the teacher is called on the sample rows only (KL there), the gold rows
+    keep cross-entropy, and training still lowers the loss."""
+    pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
+    teacher = bm.LlamaForCausalLM(bm.make_config(bm.MICRO.target)).eval()
+    calls = []
+    real_forward = teacher.forward
+
+    def spy(*a, **kw):
+        calls.append(kw["input_ids"].shape[0])
+        return real_forward(*a, **kw)
+
+    teacher.forward = spy
+    tr = replace(bm.MICRO.train_draft, steps=3, batch=8, sample_frac=0.25, distill=False)
+    rec = bm.train_model("draft", bm.MICRO.draft, tr, pools, tmp_path, 0, ckpt_every=100, teacher=teacher,
+                         sample_pool=pools["gsm8k"][:4], progress=False)
+    assert calls == [2, 2, 2] and rec["tokens_seen"] > 0
 
 
 def _weights(d: Path, name: str) -> dict:

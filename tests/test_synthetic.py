@@ -47,14 +47,17 @@ def test_schema_fields(task):
                 assert row[k].strip()
 
 
-def test_gsm8k_arithmetic_is_right():
-    rows = generate("gsm8k", "train", 500, seed=0) + generate("gsm8k", "test", 200, seed=1)
+@pytest.mark.parametrize("style", synthetic.STYLES)
+def test_gsm8k_arithmetic_is_right(style):
+    rows = generate("gsm8k", "train", 500, seed=0, style=style) + generate("gsm8k", "test", 200, seed=1, style=style)
     for row in rows:
         lines = row["answer"].split("\n")
         assert lines[-1].startswith("#### ")
         final = int(lines[-1][5:])
         last = None
-        for line in lines[:-1]:
+        worked = [ln for ln in lines[:-1] if re.search(r"\d", ln)]  # the opener line (filler) has no number
+        assert len(lines) - 1 - len(worked) <= 1 and worked
+        for line in worked:
             eqs = re.findall(r"(\d+) ([-+*/]) (\d+) = \$?(\d+)", line)
             assert eqs, line
             for a, op, b, c in eqs:
@@ -66,8 +69,11 @@ def test_gsm8k_arithmetic_is_right():
 def test_gsm8k_difficulty_knobs():
     easy = generate("gsm8k", "test", 100, seed=0, steps=(1, 1), max_operand=5)
     hard = generate("gsm8k", "test", 100, seed=0, steps=(3, 3), max_operand=40)
-    assert all(r["answer"].count("\n") == 1 for r in easy)
-    assert sum(r["answer"].count("\n") for r in hard) > 2.5 * 100
+    def worked(r):  # lines with numbers before the final "####" line (an opener line has none)
+        return [ln for ln in r["answer"].split("\n")[:-1] if re.search(r"\d", ln)]
+
+    assert all(len(worked(r)) == 1 for r in easy)
+    assert sum(len(worked(r)) for r in hard) > 2.5 * 100
     with pytest.raises(ValueError, match="no generator knobs"):
         generate("mbpp", "test", 1, seed=0, steps=(1, 1))
 
@@ -102,11 +108,12 @@ def test_bad_arguments_have_clear_errors():
 def test_gsm8k_answer_connectives_follow_the_question_voice():
     """The wording is context-dependent: answer connectives mostly keep the voice the question set."""
     kept = total = 0
-    for row in generate("gsm8k", "train", 400, seed=0):
+    for row in generate("gsm8k", "train", 800, seed=0):
         q_conns = {s.split(", ")[0] for s in row["question"].split(". ")[1:] if ", " in s}
         voice = [v for v, conns in enumerate(synthetic.Q_CONNECTIVES) if q_conns & set(conns)]
         assert len(voice) == 1, row["question"]
         for line in row["answer"].split("\n"):
+            line = line.removeprefix("- ")
             for v, conns in enumerate(synthetic.A_CONNECTIVES):
                 if any(line.startswith(c + " ") for c in conns):
                     total += 1
@@ -114,3 +121,35 @@ def test_gsm8k_answer_connectives_follow_the_question_voice():
     assert total > 300
     # VOICE_KEEP = 0.8 in-voice plus 1/3 of the other 0.2: about 0.87 expected, 1/3 if it were ignored
     assert 0.8 < kept / total < 0.94
+
+
+def test_wording_style_b_prefers_other_paraphrases_with_the_same_content():
+    """Style b (the draft's corpus) picks the same free wordings with other preferences: the openers and
+    bullets of the worked answers are skewed towards the later options, while the questions (content) follow
+    the same distribution."""
+    def shares(rows):
+        n = len(rows)
+        first = [r["answer"].split("\n")[0] for r in rows]
+        return {"count": sum(f.startswith("We count the ") for f in first) / n,
+                "bullet": sum(r["answer"].count("\n- ") + r["answer"].startswith("- ") > 0 for r in rows) / n,
+                "share_q": sum("shares them equally" in r["question"] for r in rows) / n}
+
+    a = shares(generate("gsm8k", "train", 2000, seed=0))
+    b = shares(generate("gsm8k", "train", 2000, seed=0, style="b"))
+    # opener: 1/4 uniform vs 27/40 under style b; bullet: 1/2 vs 3/4 (binomial sd < 0.012 at n = 2000)
+    assert abs(a["count"] - 0.25) < 0.04 and abs(b["count"] - 27 / 40) < 0.04
+    assert abs(a["bullet"] - 0.5) < 0.04 and abs(b["bullet"] - 0.75) < 0.04
+    assert abs(a["share_q"] - b["share_q"]) < 0.04  # which problems are asked does not depend on the style
+    with pytest.raises(ValueError, match="style must be"):
+        generate("gsm8k", "train", 1, seed=0, style="c")
+
+
+@pytest.mark.parametrize("task", ["cnndm", "xsum", "mbpp"])
+def test_style_a_is_the_uniform_choice_and_style_b_differs(task):
+    """Style a keeps the uniform draws (the same rows as before styles existed); style b changes the wording."""
+    a = generate(task, "train", 300, seed=2)
+    b = generate(task, "train", 300, seed=2, style="b")
+    assert a == generate(task, "train", 300, seed=2, style="a")
+    assert sum(x != y for x, y in zip(a, b)) > 100
+    for row in b:
+        assert set(row) == set(SCHEMA[task])
