@@ -1,14 +1,18 @@
 """Quality bars of the embedded trio (issue 4), measured with the real engine on held-out synthetic data.
 
-    python bench/trio_quality.py [--dir DIR] [--n-gsm8k 200] [--n-sd 48] [--seed 0]
+    python bench/trio_quality.py [--dir DIR] [--n-gsm8k 200] [--n-sd 48] [--seed 0] [--gamma 4]
 
-- greedy GSM8K accuracy (rewards.score) of target, draft and amateur on held-out synthetic problems;
-- standard speculative decoding draft -> target at temperature 1, gamma 5: acceptance rate (accepted / drafted)
+- greedy GSM8K accuracy (rewards.score) of target, draft and amateur on held-out synthetic problems, and the
+  draft's as a fraction of the target's;
+- standard speculative decoding draft -> target at temperature 1, gamma 4: acceptance rate (accepted / drafted)
   per synthetic task, plus the teacher-forced expected acceptance E[sum_x min(p, q)] along target samples;
 - draft FLOPs per token ratio (computed, from the manifest) and the measured per-token latency ratio
   (batch-1 single-token forwards with a KV cache).
-Bars: target >= 60%; draft >= 25 points below; amateur between the two or below the draft; acceptance in
-[40%, 85%] on every task; FLOPs ratio >= 10.
+Bars (issue 4, revised by issue 10 so that the trio resembles a real pair): target >= 60%; the draft a
+competent smaller model, 0.4-0.9 of the target's accuracy (a real 0.5B coder drafting for its 1.5B solves
+~0.6-0.8 of what the target solves on code); amateur at most the target; acceptance in [40%, 85%] on every
+task; draft/target FLOPs c <= 0.4 (ratio >= 2.5). docs/results/calibration.md sets them side by side with the
+real pair.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ def greedy_accuracy(model, tok, task: str, n: int, seed: int, batch: int = 50) -
     return score(task, texts, refs).mean, texts
 
 
-def sd_acceptance(target, draft, tok, task: str, n: int, seed: int, gamma: int = 5, batch: int = 24) -> dict:
+def sd_acceptance(target, draft, tok, task: str, n: int, seed: int, gamma: int = 4, batch: int = 24) -> dict:
     prompts, _, _ = task_prompts(task, n, seed + 1, tok)
     t_lm, d_lm = LM(target, "target"), LM(draft, "draft")
     g = torch.Generator().manual_seed(seed)
@@ -112,11 +116,14 @@ def main() -> None:
     ap.add_argument("--n-sd", type=int, default=48, help="prompts per task for the SD acceptance")
     ap.add_argument("--n-alpha", type=int, default=16, help="target samples per task for the teacher-forced alpha")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gamma", type=int, default=4, help="draft length for the SD acceptance")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--json", default=None, help="also write the numbers to this file")
     ap.add_argument("--show", type=int, default=0, help="print this many greedy target completions")
     ap.add_argument("--no-greedy", action="store_true", help="skip the GSM8K accuracies (SD acceptance only)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(args.threads)
 
     d = ensure_embedded(args.dir)
     models = {n: load_model(d / n, device="cpu", dtype="float32") for n in MODEL_NAMES}
@@ -133,7 +140,8 @@ def main() -> None:
             for t in texts[: args.show]:
                 print("---\n" + t)
     for task in SD_TASKS:
-        res[f"sd_{task}"] = sd_acceptance(models["target"][0], models["draft"][0], tok, task, args.n_sd, args.seed)
+        res[f"sd_{task}"] = sd_acceptance(models["target"][0], models["draft"][0], tok, task, args.n_sd, args.seed,
+                                          gamma=args.gamma)
         res[f"alpha_{task}"] = teacher_forced_alpha(models["target"][0], models["draft"][0], tok, task,
                                                     args.n_alpha, args.seed)
     lat = {n: per_token_latency(models[n][0]) for n in ("target", "draft")}
@@ -144,18 +152,20 @@ def main() -> None:
     res["seconds"] = round(time.time() - t0, 1)
 
     acc = {n: res[f"gsm8k_greedy_{n}"] for n in MODEL_NAMES}
+    res["draft_over_target"] = acc["draft"] / acc["target"] if acc["target"] else float("nan")
+    ratio = res["draft_over_target"]
     rows = [] if args.no_greedy else [
         ("GSM8K greedy acc, target (>= 0.60)", f"{acc['target']:.3f}", acc["target"] >= 0.6),
-        ("GSM8K greedy acc, draft (<= target - 0.25)", f"{acc['draft']:.3f}", acc["draft"] <= acc["target"] - 0.25),
-        ("GSM8K greedy acc, amateur (between, or below draft)", f"{acc['amateur']:.3f}",
-         acc["amateur"] <= acc["target"]),
+        ("GSM8K greedy acc, draft", f"{acc['draft']:.3f}", True),
+        ("GSM8K greedy acc, draft / target (0.4-0.9)", f"{ratio:.2f}", 0.4 <= ratio <= 0.9),
+        ("GSM8K greedy acc, amateur (<= target)", f"{acc['amateur']:.3f}", acc["amateur"] <= acc["target"]),
     ]
     for task in SD_TASKS:
         a = res[f"sd_{task}"]["acceptance"]
         lo, hi = res[f"sd_{task}"]["ci95"]
-        rows.append((f"SD T=1 g=5 acceptance, {task} (0.40-0.85) [95% CI {lo:.3f}-{hi:.3f}; E alpha "
+        rows.append((f"SD T=1 g={args.gamma} acceptance, {task} (0.40-0.85) [95% CI {lo:.3f}-{hi:.3f}; E alpha "
                      f"{res[f'alpha_{task}']:.3f}]", f"{a:.3f}", 0.40 <= a <= 0.85))
-    rows.append(("draft FLOPs/token ratio (>= 10)", f"{res['flops_ratio']:.1f}x", res["flops_ratio"] >= 10))
+    rows.append(("draft FLOPs/token ratio (>= 2.5, c <= 0.4)", f"{res['flops_ratio']:.1f}x", res["flops_ratio"] >= 2.5))
     rows.append(("measured per-token latency ratio, batch 1 (report)", f"{res['latency_ratio']:.2f}x", True))
     print(f"\ntrio {d}  (synthetic held-out data, seed {args.seed}, {res['seconds']} s)")
     for name, val, ok in rows:
