@@ -157,3 +157,23 @@ def test_greedy_target_continuations_are_deterministic_and_equal_target_greedy(m
     ref = generate(models.target, None, [start], gamma=0, max_new_tokens=9, temperature=0.0,
                    eos_token_id=tok.eos_token_id)
     assert a.texts_plus[0] == tok.decode(completions[0][:2] + [int(xs[0])] + ref.tokens[0], skip_special_tokens=True)
+
+
+def test_fork_critic_regresses_the_gap_on_the_head_inputs_and_keeps_a_fifo_buffer():
+    from heads import HeadConfig
+    from train.trainer import ForkCritic
+
+    g = torch.Generator().manual_seed(0)
+    n = 600
+    feats = torch.randn(n, 5, generator=g)
+    gap = (feats[:, 0] > 0.5).float()  # "harmful" contexts: a swap loses the reward
+    y = torch.where(torch.rand(n, generator=g) < 0.8, gap, torch.zeros(n))  # noisy +-1 / 0 samples
+    critic = ForkCritic(HeadConfig(hidden_q=2, hidden_p=3, num_features=5, use_hidden=False, arch="mlp"),
+                        torch.device("cpu"), lr=0.02, buffer=500)
+    assert torch.equal(critic.predict(torch.zeros(3, 2), torch.zeros(3, 3), feats[:3]), torch.zeros(3))
+    critic.add(torch.zeros(n, 2), torch.zeros(n, 3), feats, y)
+    assert len(critic) == 500 and torch.equal(critic.data["y"], y[-500:])
+    critic.fit(300)
+    pred = critic.predict(torch.zeros(n, 2), torch.zeros(n, 3), feats)
+    hi, lo = pred[gap > 0].mean(), pred[gap == 0].mean()
+    assert abs(hi - 0.8) < 0.15 and abs(lo) < 0.1  # the conditional mean of the noisy gaps

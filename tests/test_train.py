@@ -178,6 +178,22 @@ def test_forks_advantage_trains_and_stops_at_the_decoded_token_budget(micro_trio
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == f"step{len(rows):06d}"
 
 
+def test_critic_advantage_trains_and_resumes_exactly(micro_trio, tmp_path):
+    """algo.advantage=critic: the critic (and its buffer) are checkpointed, so kill + resume equals a full run."""
+    full, killed = tmp_path / "full", tmp_path / "killed"
+    p = run(smoke_args(micro_trio, full, "algo.advantage=critic"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = metrics(full)
+    assert all(r["forks"] > 0 and r["critic_loss"] == r["critic_loss"] for r in rows)  # not NaN
+    p = run(smoke_args(micro_trio, killed, "algo.advantage=critic", "fault.kill_at_step=1"))
+    assert p.returncode == -9
+    p = run(smoke_args(micro_trio, killed, "algo.advantage=critic", "resume=true"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for ra, rb in zip(rows, metrics(killed)):
+        for k in ra.keys() - TIMING_KEYS - {"time_forks"}:
+            assert ra[k] == rb[k] or (ra[k] != ra[k] and rb[k] != rb[k]), (ra["step"], k, ra[k], rb[k])
+
+
 def test_forks_refuse_the_contrastive_target_with_a_clear_error(micro_trio, tmp_path):
     p = run(smoke_args(micro_trio, tmp_path / "x", "algo.advantage=forks", "target.kind=contrastive"))
     assert p.returncode != 0 and "algo.advantage=forks supports target.kind=ensemble only" in p.stdout + p.stderr

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -31,6 +32,7 @@ from train.reinforce import (
     expected_accept,
     fork_advantages,
     log_nu,
+    masked_global_mean_std,
     policy_loss,
 )
 from train.rollout import RolloutBatch, cut_at_stop, make_rule, rollout
@@ -84,11 +86,11 @@ class Trainer:
         if self.algo.lambda_mode not in ("differentiable", "reward"):
             raise ValueError(f"algo.lambda_mode must be 'differentiable' or 'reward', got {self.algo.lambda_mode!r}")
         self.advantage = str(self.algo.get("advantage", "returns"))
-        if self.advantage not in ("returns", "forks"):
-            raise ValueError(f"algo.advantage must be 'returns' or 'forks', got {self.advantage!r}")
-        if self.advantage == "forks" and cfg.target.kind != "ensemble":
-            raise ValueError("algo.advantage=forks supports target.kind=ensemble only (the fork residuals are "
-                             "built from p and q); use algo.advantage=returns for target=contrastive")
+        if self.advantage not in ("returns", "forks", "critic"):
+            raise ValueError(f"algo.advantage must be 'returns', 'forks' or 'critic', got {self.advantage!r}")
+        if self.advantage != "returns" and cfg.target.kind != "ensemble":
+            raise ValueError(f"algo.advantage={self.advantage} supports target.kind=ensemble only (the fork residuals "
+                             "are built from p and q); use algo.advantage=returns for target=contrastive")
         r = cfg.rollout
         if r.prompts_per_step % world:
             raise ValueError(f"rollout.prompts_per_step={r.prompts_per_step} must be divisible by the number of "
@@ -124,6 +126,11 @@ class Trainer:
                           normalize=cfg.head.normalize, init_w=cfg.head.init_w)
         head = EnsembleHead(hcfg).to(device)
         self.ref_head = copy.deepcopy(head).eval().requires_grad_(False)
+        # algo.advantage=critic: a regressor of the fork gap G+ - G- on the head's own inputs (train/forks.py)
+        self.critic = None
+        if self.advantage == "critic":
+            self.critic = ForkCritic(HeadConfig(**{**hcfg.to_dict(), "init_w": 0.5}), device,
+                                     lr=float(self.algo.critic.lr), buffer=int(self.algo.critic.buffer))
         self.engine, *_ = deepspeed.initialize(model=head, model_parameters=head.parameters(),
                                                config=deepspeed_config(cfg))
         self.baseline: float | None = None  # plain REINFORCE's moving baseline
@@ -160,6 +167,8 @@ class Trainer:
         self.start_step = int(state["step"])
         self.baseline = state.get("baseline")
         self.decoded_tokens = int(state.get("decoded_tokens", 0))
+        if self.critic is not None:
+            self.critic.load_state_dict(state["critic"])
         self.ref_head.load_state_dict(state["ref_head"])
         if self.rank == 0:
             print(f"[train] resumed from {path} at step {self.start_step}")
@@ -195,12 +204,17 @@ class Trainer:
         t_reward = time.perf_counter() - t0
 
         forks = None
-        if self.advantage == "forks":
+        if self.advantage in ("forks", "critic"):
             t0 = time.perf_counter()
             forks = self.make_forks(batch, prompts, refs, step)
             batch.stats["time_forks"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        upd = self.update_forks(batch, forks, step) if forks is not None else self.update(batch, task_reward, group, step)
+        if self.advantage == "returns":
+            upd = self.update(batch, task_reward, group, step)
+        elif self.advantage == "forks":
+            upd = self.update_forks(batch, forks, step) if forks is not None else {"fork_tokens": 0.0, "kl_sum": 0.0}
+        else:
+            upd = self.update_critic(batch, forks, step)
         t_update = time.perf_counter() - t0
         return self.metrics(step, batch, task_reward, upd, t_rollout, t_reward, t_update,
                             time.perf_counter() - t_start)
@@ -273,6 +287,59 @@ class Trainer:
                          temperature=float(r.temperature), stops=tuple(self.task.stop),
                          seed=rollout_seed(self.cfg.seed, step, 7 + self.rank), cut_at_stop=cut_at_stop,
                          continuation=str(f.continuation))
+
+    def update_critic(self, b: RolloutBatch, f: ForkBatch | None, step: int) -> dict:
+        """algo.advantage=critic: fit the gap critic on this step's forks (plus its buffer of earlier ones), then
+        REINFORCE++ with the critic's per-token advantages TV_t (g(x_t) - lambda / T) at *every* valid token."""
+        critic_stats = {"critic_loss": math.nan, "critic_buffer": 0.0}
+        if f is not None:
+            i, t = f.row.to(self.device), f.pos.to(self.device)
+            self.critic.add(b.h_q[i, t], b.h_p[i, t], b.feats[i, t], (f.g_plus - f.g_minus).to(self.device))
+        if len(self.critic):
+            critic_stats = self.critic.fit(int(self.algo.critic.steps), world=self.world)
+        m = b.mask
+        with torch.no_grad():
+            gap = self.critic.predict(b.h_q, b.h_p, b.feats)
+            length = m.sum(1, keepdim=True).to(torch.float32)
+            adv_raw = b.tv * (gap - self.lam / length.clamp_min(1)) * m
+            w_old = self.head(b.h_q, b.h_p, b.feats)
+            w_ref = self.ref_head(b.h_q, b.h_p, b.feats)
+            mean, std = masked_global_mean_std(adv_raw, m)
+            scale = float(torch.sqrt(mean * mean + std * std)) + 1e-8
+            adv = adv_raw / scale
+        clip_eps = None if self.algo.clip_eps is None else float(self.algo.clip_eps)
+        self.head.train()
+        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
+        stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
+        N = m.shape[0]
+        for _ in range(int(self.algo.update_epochs)):
+            for mb in torch.randperm(N, generator=g).chunk(int(self.algo.minibatches)):
+                mb = mb.to(self.device)
+                mm = m[mb]
+                w = self.engine(b.h_q[mb], b.h_p[mb], b.feats[mb])
+                pg, clip_frac = branch_clipped_loss(w[mm], w_old[mb][mm], adv[mb][mm], clip_eps)
+                kl = bernoulli_kl(w[mm], w_ref[mb][mm]).mean()
+                self.engine.backward(pg + float(self.algo.kl_coef) * kl)
+                gn = _grad_norm(self.head)
+                self.engine.step()
+                if gn is None:
+                    gn = self.engine.get_global_grad_norm()
+                stats["pg_loss"] += pg.item()
+                stats["clip_frac"] += clip_frac.item()
+                stats["approx_kl"] += bernoulli_kl(w_old[mb][mm], w.detach()[mm]).mean().item()
+                stats["grad_norm"] += float(gn) if gn is not None else float("nan")
+                stats["updates"] += 1
+        k = max(stats.pop("updates"), 1)
+        stats = {key: v / k for key, v in stats.items()}
+        with torch.no_grad():
+            kl_sum = float((bernoulli_kl(self.head(b.h_q, b.h_p, b.feats), w_ref) * m).sum())
+        stats.update({"w_recompute_gap": 0.0, "adv_scale": scale, "kl_sum": kl_sum, **critic_stats,
+                      "critic_gap_mean": float((gap * m).sum() / m.sum().clamp_min(1))})
+        if f is not None:
+            stats.update({"forks": float(len(f.row)), "fork_tokens": float(f.decoded_tokens),
+                          "fork_delta_mean": float(f.delta.mean()),
+                          "fork_differ": float((f.g_plus != f.g_minus).float().mean())})
+        return stats
 
     def update_forks(self, b: RolloutBatch, f: ForkBatch, step: int) -> dict:
         """REINFORCE++ on the fork advantages: the clipped ratio over the mixture's latent branch, KL to the
@@ -354,6 +421,7 @@ class Trainer:
             "decoded_tokens": self.decoded_tokens,  # cumulative, rollouts + forks (equal-compute comparisons)
             "forks": upd.get("forks", 0.0), "fork_delta_mean": upd.get("fork_delta_mean", math.nan),
             "fork_differ": upd.get("fork_differ", math.nan), "time_forks": b.stats.get("time_forks", 0.0),
+            "critic_loss": upd.get("critic_loss", math.nan), "critic_gap_mean": upd.get("critic_gap_mean", math.nan),
             "new_tokens": tot["new_tokens"], "tokens_per_s": tot["new_tokens"] / max(max_roll, 1e-9),
             "time_rollout": t_rollout, "time_reward": t_reward, "time_update": t_update, "time_step": t_step,
             "reward_ranks": rank_rewards,
@@ -385,6 +453,8 @@ class Trainer:
             if (every > 0 and (step + 1) % every == 0) or step + 1 == steps or spent:
                 state = {"step": step + 1, "baseline": self.baseline, "ref_head": self.ref_head.state_dict(),
                          "decoded_tokens": self.decoded_tokens}
+                if self.critic is not None:
+                    state["critic"] = self.critic.state_dict()
                 ckpt.save_checkpoint(self.engine, self.ckpt_root, step + 1, state, keep=int(cfg.checkpoint.keep))
             if spent:
                 if self.rank == 0:
@@ -428,6 +498,53 @@ class Trainer:
         if self.wandb is not None:
             self.wandb.finish()
             self.wandb = None
+
+
+# ---------------------------------------------------------------------- the gap critic
+class ForkCritic:
+    """g(h_q, h_p, feats) ~ E[G+ - G- | features]: the value of x_t coming from p rather than q, per unit of TV,
+    regressed (MSE) on the fork gaps of a FIFO buffer of recent forks. One fork is a +-1 / 0 sample; the regression
+    averages them over similar contexts, and its prediction serves every token, not only forked ones.
+    Same architecture as the head (its real-valued logit is the prediction). Several ranks average gradients."""
+
+    def __init__(self, cfg: HeadConfig, device: torch.device, *, lr: float, buffer: int):
+        self.net = EnsembleHead(cfg).to(device)
+        torch.nn.init.zeros_(self.net.out.bias)  # predicts a zero gap until trained
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr)
+        self.capacity = buffer
+        self.data: dict[str, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return 0 if not self.data else len(self.data["y"])
+
+    def add(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor, y: torch.Tensor) -> None:
+        new = {"h_q": h_q.float(), "h_p": h_p.float(), "feats": feats.float(), "y": y.float()}
+        self.data = {k: (torch.cat([self.data[k], v]) if self.data else v)[-self.capacity:] for k, v in new.items()}
+
+    def predict(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.net.logits(h_q, h_p, feats)
+
+    def fit(self, steps: int, world: int = 1) -> dict:
+        d = self.data
+        for _ in range(steps):
+            loss = F.mse_loss(self.net.logits(d["h_q"], d["h_p"], d["feats"]), d["y"])
+            self.opt.zero_grad()
+            loss.backward()
+            if world > 1:
+                for p in self.net.parameters():
+                    dist.all_reduce(p.grad)
+                    p.grad /= world
+            self.opt.step()
+        return {"critic_loss": float(loss.detach()), "critic_buffer": float(len(self))}
+
+    def state_dict(self) -> dict:
+        return {"net": self.net.state_dict(), "opt": self.opt.state_dict(), "data": self.data}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.opt.load_state_dict(state["opt"])
+        self.data = state["data"]
 
 
 # ---------------------------------------------------------------------- helpers
