@@ -149,6 +149,8 @@ def generate(
     bar = tqdm(total=B * max_new_tokens, desc="decode", unit="tok", disable=not progress, leave=False)
     rows = torch.arange(B, device=device)
     num_rounds = 0
+    # On CUDA the time split (rule, verify) waits for the device, as the models' own timers do (LM.sync_timing).
+    timed = device if device.type == "cuda" and target.sync_timing else None
 
     while any(f is None for f in finish):
         if records:
@@ -165,11 +167,13 @@ def generate(
         scores = RoundScores(logprobs, temperature, q, amateur_lp, h_p, prop.hidden)
         t = time.perf_counter()
         nu, w = rule(scores)
+        _sync(timed)
         rule_seconds += time.perf_counter() - t
 
         t = time.perf_counter()
         draft_probs = q[:, :gamma] if q is not None else nu.new_zeros(B, 0, nu.shape[-1])
         res = verify(drafts, draft_probs, nu, greedy=greedy, generator=generator)
+        _sync(timed)
         verify_seconds += time.perf_counter() - t
         n = res.num_accepted
         emitted = res.tokens[rows, n]
@@ -266,6 +270,11 @@ def generate(
         rounds=round_out,
         stats=stats,
     )
+
+
+def _sync(device: torch.device | None) -> None:
+    if device is not None:
+        torch.cuda.synchronize(device)
 
 
 def _extend(out: list[list[int]], finish: list[str | None], pieces: list[list[tuple[int, int]]],

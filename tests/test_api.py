@@ -140,3 +140,27 @@ def test_cli_round_trip_with_bad_lines(micro_trio, tmp_path):
     (c,) = sg.generate([PROMPTS[1]], max_new_tokens=8, temperature=0.0, gamma=3, seed=0)
     assert c.token_ids == ok[1]["token_ids"]
     assert not (tmp_path / "out.jsonl.partial").exists()
+
+
+def test_bench_gpu_smoke_on_cpu(tmp_path, capsys):
+    """bench/gpu.py --device cpu --smoke: every method at both batch sizes, a JSON file and a markdown table last."""
+    from bench.gpu import METHODS
+    from bench.gpu import main as bench_main
+
+    out = tmp_path / "bench.json"
+    result = bench_main(["--device", "cpu", "--smoke", "--with-records", "--out", str(out)])
+    assert json.loads(out.read_text())["rows"] == json.loads(json.dumps(result["rows"]))
+    rows = {(r["method"], r["batch"], r["records"]): r for r in result["rows"]}
+    assert set(rows) == {(m, b, False) for m in METHODS for b in (1, 4)} | {(m, b, True) for m in ("sd", "head")
+                                                                              for b in (1, 4)}
+    for r in rows.values():
+        assert r["tokens_per_s"] > 0 and r["new_tokens"] == 16 * r["batch"]
+        assert sum(r["share"].values()) == pytest.approx(1.0)
+        if r["gamma"]:  # speculative methods: measured L within [0, γ] and a throughput model to compare with
+            assert 0 <= r["L"] <= r["gamma"] and r["model_speedup"] > 0 and r["refined_speedup"] > 0
+        else:
+            assert r["L"] == 0 and r["share"]["proposer"] == 0
+    assert rows[("cd", 1, False)]["share"]["amateur"] > 0 and rows[("ar_target", 1, False)]["vs_ar_target"] == 1.0
+    table = capsys.readouterr().out.strip().splitlines()
+    assert table[-1].startswith("| dcd")
+    assert any(line.startswith("| method | batch | tok/s") for line in table[-20:])

@@ -1,0 +1,366 @@
+"""One command for the speed figures of every method on one model pair (made for a GPU; runs on a CPU too).
+
+Measures, side by side in one run, at batch 1 and 16 (--batch-sizes): tokens/s and latency per token of
+ar_target, sd, static, head (the given head, else a random one), cd and dcd, each through `specdec.generate`
+with records=False (the inference mode); the ratio to ar_target (dcd also to cd, its baseline); the measured L
+(accepted drafts per round); the share of a round spent in the proposer, the target, the amateur, the rule (the
+head lives there), verify and the rest (bookkeeping); and the measured speed-up against the throughput model
+(L+1)/(γ·c+1), c = draft step / target step measured here, and against the refined model that charges the
+(γ+1)-token passes and the proposer steps their measured cost. Prints a markdown table last; writes JSON.
+
+    python bench/gpu.py                                        # the embedded trio (built when missing)
+    python bench/gpu.py --random-pair llama8b-1b --dtype bfloat16   # Llama-3.1-8B / 3.2-1B shapes, random weights
+    python bench/gpu.py --target DIR --draft DIR --amateur DIR --head HEAD_DIR --dtype bfloat16
+    python bench/gpu.py --device cpu --smoke                   # a tiny random pair in seconds (the test)
+    python bench/gpu.py --device cpu --random-pair sdspeed --batch-sizes 1 --with-records   # the CPU bar
+
+Random pairs need no download (weights drawn from the configs; near-uniform distributions at init std 0.02, so
+acceptance is high and says nothing about real models: use them for costs). On a CPU, llama8b-1b is replaced by
+the `sdspeed` shapes of bench/sd_speed.py. The end-to-end runs do not wait for the device after each model call
+(LM.sync_timing off); a second, shorter run with the waits on gives the time split. --with-records adds, for sd
+and the head, the same decoding with the training records on (records=True, hidden states for the head), to show
+what inference mode saves. Budget: about 4 minutes for llama8b-1b on one H100/H200 at the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python bench/gpu.py`: make the project root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from specdec.generate import generate
+from specdec.models import LM, resolve_device, resolve_dtype
+from specdec.proposers import DraftModelProposer
+from specdec.targets import PAIR_FEATURES, ContrastiveRule, ExactRule, HeadEnsembleRule, StaticEnsembleRule
+
+METHODS = ("ar_target", "sd", "static", "head", "cd", "dcd")
+
+# Random pairs: (vocab, hidden, layers, heads, kv heads, intermediate, tied) per role.
+LLAMA_31_8B = (128256, 4096, 32, 32, 8, 14336, False)
+LLAMA_32_1B = (128256, 2048, 16, 32, 8, 8192, True)
+SHAPES = {
+    "llama8b-1b": {"target": LLAMA_31_8B, "draft": LLAMA_32_1B, "amateur": LLAMA_32_1B},
+    # bench/sd_speed.py's pair: the target costs ~40x the draft per step on a CPU
+    "sdspeed": {"target": (512, 1024, 8, 8, 8, 2048, False), "draft": (512, 128, 1, 4, 4, 256, False),
+                "amateur": (512, 128, 1, 4, 4, 256, False)},
+    "tiny": {"target": (64, 48, 2, 4, 4, 96, False), "draft": (64, 16, 1, 2, 2, 32, False),
+             "amateur": (64, 16, 1, 2, 2, 32, False)},
+}
+TEXT_PROMPTS = [
+    "Question: Mia has 12 pens and buys 7 more. How many pens does she have?\nAnswer (end with #### <number>):\n",
+    "Summarise the article in one sentence.\nArticle: The city council met on Monday to discuss the new park.\n",
+    "Write a Python function that returns the sum of a list of numbers.\n",
+    "Question: A train travels 60 km in 1.5 hours. What is its average speed?\nAnswer:",
+]
+
+
+def random_lm(shape: tuple, seed: int, device: torch.device, dtype: torch.dtype, name: str) -> LM:
+    """A randomly initialised Llama of the given shape, built directly on the device (an 8B in seconds)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    vocab, hidden, layers, heads, kv, inter, tied = shape
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=8192,
+                      tie_word_embeddings=tied, initializer_range=0.02, rope_theta=500000.0,
+                      attn_implementation="sdpa", bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    torch.manual_seed(seed)
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(prev)
+    model.eval().requires_grad_(False)
+    return LM(model, name)
+
+
+@dataclass
+class Pair:
+    target: LM
+    draft: LM
+    amateur: LM | None
+    prompts: list[list[int]]  # a pool of token-id prompts, cycled to fill a batch
+    label: str
+    head: torch.nn.Module | None = None
+    info: dict = field(default_factory=dict)
+
+
+def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
+    if args.random_pair:
+        name = args.random_pair
+        if name == "llama8b-1b" and device.type == "cpu":
+            print("[bench] llama8b-1b on a CPU: using the sdspeed shapes instead", flush=True)
+            name = "sdspeed"
+        shapes = SHAPES[name]
+        lms = {role: random_lm(shapes[role], seed, device, dtype, role)
+               for seed, role in enumerate(("target", "draft", "amateur"))}
+        g = torch.Generator().manual_seed(0)
+        vocab = shapes["target"][0]
+        prompts = [torch.randint(3, vocab, (args.prompt_len,), generator=g).tolist() for _ in range(16)]
+        return Pair(lms["target"], lms["draft"], lms["amateur"], prompts, f"random {name}",
+                    info={"shapes": {r: dict(zip(("vocab", "hidden", "layers", "heads", "kv_heads", "intermediate",
+                                                 "tied"), s)) for r, s in shapes.items()}})
+    from specdec.loading import Models
+
+    cfg = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "target": args.target,
+           "draft": args.draft, "amateur": args.amateur, "dir": args.models_dir,
+           "embedded": not args.target and not args.models_dir}
+    models = Models(cfg)
+    amateur = models.amateur if (args.amateur or models.root is not None) else None
+    prompts = [models.tokenizer(p, add_special_tokens=True)["input_ids"] for p in TEXT_PROMPTS]
+    return Pair(models.target, models.draft, amateur, prompts, "embedded trio" if cfg["embedded"] else
+                f"{models.path('target')} / {models.path('draft')}", info={"models": models.names()})
+
+
+def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str]:
+    from heads import EnsembleHead, HeadConfig, load_head
+
+    t, d = pair.target, pair.draft
+    if path:
+        head, _ = load_head(path, device=t.device, expect={"hidden_q": d.hidden_size, "hidden_p": t.hidden_size},
+                            dtype=torch.float32)
+        return head, path
+    torch.manual_seed(0)  # a random MLP head: the cost of a head, not its quality
+    head = EnsembleHead(HeadConfig(hidden_q=d.hidden_size, hidden_p=t.hidden_size, num_features=len(PAIR_FEATURES),
+                                   arch="mlp", init_w=0.9))
+    torch.nn.init.normal_(head.out.weight, std=0.05)
+    return head.to(t.device).eval(), "random mlp head"
+
+
+def method_spec(name: str, pair: Pair, args) -> tuple:
+    """(proposer, rule, gamma, amateur) of a method: the rule classes evaluation and training use."""
+    d = DraftModelProposer(pair.draft)
+    if name == "ar_target":
+        return None, ExactRule(), 0, None
+    if name == "sd":
+        return d, ExactRule(), args.gamma, None
+    if name == "static":
+        return d, StaticEnsembleRule(args.w), args.gamma, None
+    if name == "head":
+        return d, HeadEnsembleRule(pair.head), args.gamma, None
+    if name == "cd":
+        return None, ContrastiveRule(args.alpha, args.beta), 0, pair.amateur
+    if name == "dcd":
+        return d, ContrastiveRule(args.alpha, args.beta), args.gamma, pair.amateur
+    raise ValueError(name)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def step_cost(lm: LM, prompts: list[list[int]], width: int, steps: int) -> float:
+    """Median seconds of one forward over `width` new tokens per row with a warm cache (rolled back after each)."""
+    lm.prefill(prompts)
+    B = len(prompts)
+    tok = torch.tensor([p[-1:] * width for p in prompts])
+    times = []
+    for _ in range(steps + 2):
+        sync(lm.device)
+        t = time.perf_counter()
+        lm.feed(tok)
+        sync(lm.device)
+        times.append(time.perf_counter() - t)
+        lm.rollback(torch.full((B,), width))
+    return statistics.median(times[2:])
+
+
+def run_method(name: str, pair: Pair, batch: int, args, records: bool = False) -> dict:
+    proposer, rule, gamma, amateur = method_spec(name, pair, args)
+    prompts = [pair.prompts[i % len(pair.prompts)] for i in range(batch)]
+    lms = [lm for lm in (pair.target, pair.draft, pair.amateur) if lm is not None]
+
+    def once(new_tokens: int, timing: bool):
+        for lm in lms:
+            lm.sync_timing = timing
+        gen = torch.Generator(device=pair.target.device).manual_seed(args.seed)
+        sync(pair.target.device)
+        t = time.perf_counter()
+        out = generate(pair.target, proposer, prompts, rule=rule, gamma=gamma, max_new_tokens=new_tokens,
+                       temperature=args.temperature, eos_token_id=None, amateur=amateur, generator=gen,
+                       records=records, record_hidden=records and name == "head", compile=args.compile)
+        sync(pair.target.device)
+        return time.perf_counter() - t, out
+
+    once(min(args.new_tokens, 8), timing=False)  # warm-up (and compilation with --compile)
+    runs = sorted((once(args.new_tokens, timing=False) for _ in range(args.repeats)), key=lambda r: r[0])
+    wall, out = runs[len(runs) // 2]
+    # The time split: on a CPU the end-to-end run is already exact; on CUDA rerun with a device wait per call.
+    if pair.target.device.type == "cuda":
+        _, split = once(max(args.new_tokens // 2, 8), timing=True)
+    else:
+        split = out
+    s = split.stats
+    parts = {"proposer": s["time_proposer"], "target": s["time_target"], "amateur": s["time_amateur"],
+             "rule": s["time_rule"], "verify": s["time_verify"]}
+    parts["other"] = max(s["seconds"] - sum(parts.values()), 0.0)
+    total = sum(parts.values()) or 1.0
+    new = out.stats["new_tokens"]
+    return {
+        "method": name, "batch": batch, "records": records, "gamma": gamma, "new_tokens": new, "seconds": wall,
+        "tokens_per_s": new / wall, "ms_per_token": 1000 * wall / (new / batch),  # latency per token of a row
+        "rounds": out.stats["rounds"], "L": out.mean_accepted_length if gamma else 0.0,
+        "acceptance": out.acceptance_rate if gamma else None,
+        "tokens_per_round": new / max(int(out.rounds["active"].sum()), 1),
+        "proposer_calls_per_round": out.stats["proposer_calls"] / max(out.stats["rounds"], 1),
+        "share": {k: v / total for k, v in parts.items()},
+    }
+
+
+def add_models(rows: list[dict], costs: dict, args) -> None:
+    """Ratios to the baseline and the throughput models, per batch size."""
+    by = {(r["method"], r["batch"], r["records"]): r for r in rows}
+    for r in rows:
+        b = r["batch"]
+        base_name = "cd" if r["method"] == "dcd" else "ar_target"
+        ar, base = by.get(("ar_target", b, False)), by.get((base_name, b, False))
+        r["vs_ar_target"] = r["tokens_per_s"] / ar["tokens_per_s"] if ar else None
+        r["vs_base"] = r["tokens_per_s"] / base["tokens_per_s"] if base else None
+        r["base"] = base_name
+        c = costs[b]
+        if not r["gamma"] or r["vs_base"] is None:
+            r["model_speedup"] = r["refined_speedup"] = r["measured_over_model"] = r["measured_over_refined"] = None
+            continue
+        L, g = r["L"], r["gamma"]
+        if r["method"] == "dcd":  # per-token cost of cd: expert + amateur steps; a round: drafts + both passes
+            step = c["target_1"] + c["amateur_1"]
+            simple = (L + 1) / (g * c["draft_1"] / step + 1)
+            refined = (L + 1) * step / (r["proposer_calls_per_round"] * c["draft_1"] + c["target_v"] + c["amateur_v"])
+        else:
+            simple = (L + 1) / (g * c["c"] + 1)
+            refined = (L + 1) * c["target_1"] / (r["proposer_calls_per_round"] * c["draft_1"] + c["target_v"])
+        r["model_speedup"], r["refined_speedup"] = simple, refined
+        r["measured_over_model"] = r["vs_base"] / simple
+        r["measured_over_refined"] = r["vs_base"] / refined
+
+
+def fmt(x, spec: str = ".2f") -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| method | batch | tok/s | ms/token | × ar_target | × base | L | accept | proposer | target | amateur "
+            "| rule/head | verify | other | model | refined | meas/model | meas/refined |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        sh = r["share"]
+        name = r["method"] + (" +records" if r["records"] else "") + (" (vs cd)" if r["method"] == "dcd" else "")
+        lines.append(
+            f"| {name} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {fmt(r['vs_ar_target'])} "
+            f"| {fmt(r['vs_base'])} | {fmt(r['L']) if r['gamma'] else '-'} | {fmt(r['acceptance'])} | "
+            + " | ".join(f"{100 * sh[k]:.1f}%" for k in ("proposer", "target", "amateur", "rule", "verify", "other"))
+            + f" | {fmt(r['model_speedup'])} | {fmt(r['refined_speedup'])} | {fmt(r['measured_over_model'])} "
+            f"| {fmt(r['measured_over_refined'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--random-pair", choices=sorted(SHAPES), help="random weights of these shapes (no download)")
+    ap.add_argument("--target", help="target model dir (with --draft; default: the embedded trio)")
+    ap.add_argument("--draft")
+    ap.add_argument("--amateur", help="amateur for cd/dcd (default: the trio's; without one cd/dcd are skipped)")
+    ap.add_argument("--models-dir", help="a trio directory <dir>/{tokenizer,target,draft,amateur}")
+    ap.add_argument("--head", help="an exported head (default: a random MLP head, for its cost)")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 16])
+    ap.add_argument("--gamma", type=int, default=4)
+    ap.add_argument("--w", type=float, default=0.5, help="static ensemble weight")
+    ap.add_argument("--alpha", type=float, default=0.5)
+    ap.add_argument("--beta", type=float, default=0.1)
+    ap.add_argument("--temperature", type=float, default=1.0)
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--prompt-len", type=int, default=32, help="random pairs: prompt length in tokens")
+    ap.add_argument("--repeats", type=int, default=1, help="timed runs per cell (median kept), after a warm-up")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--dtype", default=None, help="default: bfloat16 on CUDA, float32 on CPU")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward (generate(compile=True))")
+    ap.add_argument("--with-records", action="store_true", help="also sd and head with records=True")
+    ap.add_argument("--smoke", action="store_true", help="tiny random pair, few tokens, batch 1 and 4: seconds")
+    ap.add_argument("--out", type=Path, default=None, help="JSON output (default runs/bench/gpu_<time>.json)")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    dtype = resolve_dtype(args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    if args.smoke:
+        args.random_pair = args.random_pair or "tiny"
+        args.new_tokens, args.batch_sizes, args.repeats = min(args.new_tokens, 16), [1, 4], 1
+    if args.target and not args.draft:
+        ap.error("--target needs --draft")
+    start = time.perf_counter()
+    pair = load_pair(args, device, dtype)
+    methods = [m for m in args.methods if m not in ("cd", "dcd") or pair.amateur is not None]
+    if len(methods) < len(args.methods):
+        print("[bench] no amateur: cd and dcd skipped (pass --amateur)", flush=True)
+    if "head" in methods:
+        pair.head, head_label = make_head(pair, args.head)
+    n_params = {r: sum(p.numel() for p in lm.model.parameters()) for r, lm in
+                (("target", pair.target), ("draft", pair.draft), ("amateur", pair.amateur)) if lm is not None}
+    print(f"[bench] {pair.label} on {device} ({dtype}), params "
+          + ", ".join(f"{r} {n / 1e6:.1f}M" for r, n in n_params.items())
+          + f"; γ={args.gamma}, T={args.temperature}, {args.new_tokens} new tokens", flush=True)
+
+    costs = {}
+    steps = 5 if args.smoke else 20
+    for b in args.batch_sizes:
+        prompts = [pair.prompts[i % len(pair.prompts)] for i in range(b)]
+        c = {"target_1": step_cost(pair.target, prompts, 1, steps),
+             "target_v": step_cost(pair.target, prompts, args.gamma + 1, steps),
+             "draft_1": step_cost(pair.draft, prompts, 1, steps)}
+        if pair.amateur is not None:
+            c["amateur_1"] = step_cost(pair.amateur, prompts, 1, steps)
+            c["amateur_v"] = step_cost(pair.amateur, prompts, args.gamma + 1, steps)
+        c["c"] = c["draft_1"] / c["target_1"]
+        c["c_v"] = c["target_v"] / c["target_1"]
+        costs[b] = c
+        print(f"[bench] batch {b}: target step {1e3 * c['target_1']:.2f} ms, (γ+1)-pass {1e3 * c['target_v']:.2f} ms "
+              f"(c_v={c['c_v']:.2f}), draft step {1e3 * c['draft_1']:.2f} ms (c={c['c']:.3f})", flush=True)
+
+    rows = []
+    for b in args.batch_sizes:
+        for m in methods:
+            rows.append(run_method(m, pair, b, args))
+            r = rows[-1]
+            print(f"[bench] {m:<9} batch {b:>2}: {r['tokens_per_s']:9.1f} tok/s, L {r['L']:.2f} "
+                  f"({time.perf_counter() - start:.0f}s)", flush=True)
+            if args.with_records and m in ("sd", "head"):
+                rows.append(run_method(m, pair, b, args, records=True))
+    add_models(rows, costs, args)
+
+    result = {
+        "pair": pair.label, "pair_info": pair.info, "params": n_params, "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        "dtype": str(dtype), "torch": torch.__version__, "threads": args.threads,
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "head": head_label if "head" in methods else None, "step_costs_s": costs, "rows": rows,
+        "wall_seconds": time.perf_counter() - start,
+    }
+    out = args.out or Path("runs/bench") / f"gpu_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str))
+    print(f"\n[bench] {pair.label}, {device} {result['device_name']}, {dtype}, γ={args.gamma}, "
+          f"T={args.temperature}; shares are of a round's time; base = ar_target (cd for dcd); model = "
+          f"(L+1)/(γc+1), refined = with measured (γ+1)-pass and proposer-step costs; JSON: {out}; "
+          f"{result['wall_seconds']:.0f}s\n")
+    print(table(rows))
+    return result
+
+
+if __name__ == "__main__":
+    main()
