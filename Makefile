@@ -4,9 +4,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: setup models real-models run test lint bench clean-models
+.PHONY: setup bubblewrap models real-models run test lint bench clean-models
 
-setup: $(STAMP)
+setup: $(STAMP) bubblewrap
+
+# The code-reward sandbox (rewards/sandbox.py) uses bubblewrap as its outer layer when present: install it where the
+# machine allows (root with apt), as .ci/run does. Never fatal: without it the sandbox warns and keeps its other layers.
+bubblewrap:
+	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing bubblewrap (outer layer of the code-reward sandbox)"; \
+	  (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) \
+	    || echo "warning: could not install bubblewrap; the sandbox falls back to its audit hook" >&2; \
+	fi
 
 # torch is installed first and pinned: on these machines torch==2.13.0 is a local CPU wheel, while a resolver
 # left free (deepspeed asks only for torch>=2.0) would pull a multi-GB CUDA build.
