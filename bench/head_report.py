@@ -311,6 +311,8 @@ def report(cfg: Any, heads: list[str], out_dir: Path, *, critical: str = "digits
     for h in heads:
         pos, info = decode_head(h, cfg, models, task, prompts, critical=mask, w0=w0, threshold=threshold,
                                 progress=progress)
+        if any(x["label"] == info["label"] for x in out["heads"]):  # e.g. two heads trained with one λ
+            info["label"] += f" [{Path(h).resolve().parent.name}/{Path(h).name}]"
         out["heads"].append({**info, "summary": summarise(pos, classes)})
     out_dir.mkdir(parents=True, exist_ok=True)
     text = "\n".join([f"# {out['title']}", "",

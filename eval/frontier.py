@@ -102,11 +102,16 @@ def head_lambda(m: dict) -> float | None:
     return None if lam is None else float(lam)
 
 
+def head_recipe(m: dict) -> str | None:
+    """The training recipe of a head run (its advantage estimator, algo.advantage), when its config.json says."""
+    adv = ((_head_config(m).get("training") or {}).get("algo") or {}).get("advantage")
+    return str(adv) if adv else None
+
+
 def head_group(m: dict) -> str:
-    """Which curve a head belongs to: heads of one training recipe (advantage estimator) differ only in λ."""
-    algo = ((_head_config(m).get("training") or {}).get("algo") or {})
-    adv = algo.get("advantage")
-    return f"heads ({adv})" if adv else "heads"
+    """Which curve a head belongs to: heads of one training recipe differ only in λ."""
+    r = head_recipe(m)
+    return f"heads ({r})" if r else "heads"
 
 
 # ---------------------------------------------------------------- the identity check
@@ -216,7 +221,8 @@ def comparison_lines(rows: list[dict]) -> list[str]:
     lines = []
     for c in head_comparison(rows):
         h = c["head"]
-        s = [f"- **{h['label']}**: score {h['task_score']:.3f}{_ci(h)}, acceptance {h['acceptance_rate']:.3f}."]
+        label = h["label"] + (f" [{head_recipe(h)}]" if head_recipe(h) else "")
+        s = [f"- **{label}**: score {h['task_score']:.3f}{_ci(h)}, acceptance {h['acceptance_rate']:.3f}."]
         b = c["static"]
         if b is None:
             s.append("No static point scores at least as well (bar vs static: not measurable here).")
