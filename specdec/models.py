@@ -9,7 +9,9 @@ cache surgery. Trailing slots that are holes in every row are cropped, so batch 
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -113,7 +115,7 @@ def load_model(
 def _load_gguf(path: Path, device: str | torch.device, dtype: str | torch.dtype) -> tuple[PreTrainedModel, object]:
     """transformers' GGUF reader (needs the `gguf` and `accelerate` packages); works offline."""
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tokenizer = _gguf_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(
             str(path.parent), gguf_file=path.name, dtype=resolve_dtype(dtype), attn_implementation="sdpa"
         )
@@ -125,6 +127,28 @@ def _load_gguf(path: Path, device: str | torch.device, dtype: str | torch.dtype)
     model.to(resolve_device(device)).eval()
     model.requires_grad_(False)
     return model, tokenizer
+
+
+def _gguf_tokenizer(path: Path):
+    """The GGUF's tokenizer, converted once and saved next to it (<stem>.tokenizer/): converting a 151k-token
+    vocabulary takes minutes on a small CPU. The saved copy is used only while the GGUF's size and mtime match."""
+    cache = path.with_name(path.stem + ".tokenizer")
+    stamp = {"gguf": path.name, "bytes": path.stat().st_size, "mtime_ns": path.stat().st_mtime_ns}
+    try:
+        if json.loads((cache / "gguf_source.json").read_text()) == stamp:
+            return AutoTokenizer.from_pretrained(str(cache))
+    except (OSError, ValueError):
+        pass
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    tmp = cache.with_name(cache.name + f".tmp{os.getpid()}")
+    try:  # best effort: a read-only model directory just converts every time
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "gguf_source.json").write_text(json.dumps(stamp))
+        shutil.rmtree(cache, ignore_errors=True)
+        os.replace(tmp, cache)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tokenizer
 
 
 def _special_ids(tok) -> dict:

@@ -190,7 +190,10 @@ def test_gguf_directory_loads_and_matches_the_hf_model(micro_gguf, monkeypatch):
     gdir, src = micro_gguf
     ref, _ = load_model(src)
     model, tok = load_model(gdir)  # a directory with a model.gguf and no config.json
-    model2, _ = load_model(gdir / "model.gguf")  # the file itself
+    assert (gdir / "model.tokenizer" / "gguf_source.json").exists()  # the converted tokenizer, kept
+    model2, tok2 = load_model(gdir / "model.gguf")  # the file itself; tokenizer from the kept copy
+    text = "def f(x):\n\treturn x + 1  # ok"
+    assert tok2(text)["input_ids"] == tok(text)["input_ids"] and tok2.get_vocab() == tok.get_vocab()
     assert type(model).__name__ == "LlamaForCausalLM"
     ids = torch.tensor([[1, 40, 41, 50, 60, 70, 5, 9, 80]])
     with torch.no_grad():
