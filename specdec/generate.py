@@ -92,7 +92,7 @@ def generate(
     record_hidden: bool = False,
     progress: bool = False,
     records: bool = True,
-    compile: bool = False,
+    compile: bool | str = False,
     stop: Callable[[list[int]], bool] | None = None,
 ) -> GenerationOutput:
     """Speculative decoding of a batch of token-id prompts. temperature 0 is greedy.
@@ -101,8 +101,9 @@ def generate(
     same tokens and accept counts), but no per-token records (`records` holds only "token_mask"), per-round
     records limited to active / drafted / accepted, and one device→host read per round (the accepted counts and
     the tokens together; the caches roll back from that host copy). compile=True wraps the target's and the
-    proposer's forward in `torch.compile` (once per model; see `compile_lm`). stop(tokens) is asked after each
-    round for every row still running; True ends that row with finish reason "stop" (e.g. a closed code block).
+    proposer's forward in `torch.compile` (once per model, in place; see `compile_lm`; a string names the backend).
+    stop(tokens) is asked after each round for every row still running; True ends that row with finish reason
+    "stop" (e.g. a closed code block).
     """
     rule = rule or ExactRule()
     if record_hidden and not records:
@@ -118,9 +119,9 @@ def generate(
     _check_inputs(prompts, gamma, max_new_tokens, models + ([draft_lm] if draft_lm is not None else []))
     use_amateur = rule.needs_amateur
     use_proposer = proposer is not None and (gamma > 0 or rule.needs_bonus_q)
-    if compile:
+    if compile:  # True: inductor; a string: that torch.compile backend
         for lm in models + ([draft_lm] if draft_lm is not None else []):
-            compile_lm(lm)
+            compile_lm(lm, "inductor" if compile is True else compile)
     eos = set([eos_token_id] if isinstance(eos_token_id, int) else (eos_token_id or []))
     greedy = temperature == 0
     device = target.device
@@ -312,13 +313,13 @@ def _token_mask(pieces: list[list[tuple[int, int]]], B: int, device) -> torch.Te
     return torch.arange(T, device=device).unsqueeze(0) < torch.tensor(lengths, device=device).view(B, 1)
 
 
-def compile_lm(lm: LM) -> None:
+def compile_lm(lm: LM, backend: str = "inductor") -> None:
     """Wrap the model's forward in `torch.compile` in place (once per model; dynamic shapes, since the cache
     grows every round). Later `feed` calls through any LM over this model use the compiled forward."""
-    if getattr(lm.model, "_specdec_compiled", False):
+    if getattr(lm.model, "_specdec_compiled", None):
         return
-    lm.model.forward = torch.compile(lm.model.forward, dynamic=True)
-    lm.model._specdec_compiled = True
+    lm.model.forward = torch.compile(lm.model.forward, dynamic=True, backend=backend)
+    lm.model._specdec_compiled = backend
 
 
 def _assemble(round_recs: list[dict], pieces: list[list[tuple[int, int]]], B: int, device) -> dict[str, torch.Tensor]:

@@ -1,6 +1,7 @@
 """The inference API and CLI: identical decoding to the training rollout path, head version check, batch CLI."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -164,3 +165,18 @@ def test_bench_gpu_smoke_on_cpu(tmp_path, capsys):
     table = capsys.readouterr().out.strip().splitlines()
     assert table[-1].startswith("| dcd")
     assert any(line.startswith("| method | batch | tok/s") for line in table[-20:])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("SPECDEC_TEST_COMPILE") != "1",
+                    reason="torch.compile traces the HF forward for over a minute on a 2-core CPU (eager backend; "
+                           "inductor took > 8 min here): set SPECDEC_TEST_COMPILE=1 to run")
+def test_compile_flag_decodes_the_same_tokens():
+    from specdec.testing import random_pair
+
+    target, draft = random_pair(vocab_size=64, init_std=0.5)
+    prompts = [[1, 5, 9], [1, 3]]
+    outs = [generate(target, DraftModelProposer(draft), prompts, gamma=3, max_new_tokens=12, temperature=0,
+                     records=False, compile=c) for c in (False, "eager")]
+    assert outs[0].tokens == outs[1].tokens
+    assert target.model._specdec_compiled == "eager" and draft.model._specdec_compiled == "eager"
