@@ -178,46 +178,73 @@ def step_cost(lm: LM, prompts: list[list[int]], width: int, steps: int) -> float
     return statistics.median(times[2:])
 
 
-def run_method(name: str, pair: Pair, batch: int, args, records: bool = False) -> dict:
-    proposer, rule, gamma, amateur = method_spec(name, pair, args)
-    prompts = [pair.prompts[i % len(pair.prompts)] for i in range(batch)]
-    lms = [lm for lm in (pair.target, pair.draft, pair.amateur) if lm is not None]
+class Cell:
+    """One method at one batch size (records on or off): its decoding set-up and its timed runs."""
 
-    def once(new_tokens: int, timing: bool):
-        for lm in lms:
-            lm.sync_timing = timing
-        gen = torch.Generator(device=pair.target.device).manual_seed(args.seed)
+    def __init__(self, name: str, pair: Pair, batch: int, args, records: bool = False):
+        self.name, self.pair, self.batch, self.args, self.records = name, pair, batch, args, records
+        self.proposer, self.rule, self.gamma, self.amateur = method_spec(name, pair, args)
+        self.prompts = [pair.prompts[i % len(pair.prompts)] for i in range(batch)]
+        self.runs: list[tuple[float, object]] = []
+
+    def decode(self, new_tokens: int, timing: bool):
+        pair = self.pair
+        for lm in (pair.target, pair.draft, pair.amateur):
+            if lm is not None:
+                lm.sync_timing = timing
+        gen = torch.Generator(device=pair.target.device).manual_seed(self.args.seed)
         sync(pair.target.device)
         t = time.perf_counter()
-        out = generate(pair.target, proposer, prompts, rule=rule, gamma=gamma, max_new_tokens=new_tokens,
-                       temperature=args.temperature, eos_token_id=None, amateur=amateur, generator=gen,
-                       records=records, record_hidden=records and name == "head", compile=args.compile)
+        out = generate(pair.target, self.proposer, self.prompts, rule=self.rule, gamma=self.gamma,
+                       max_new_tokens=new_tokens, temperature=self.args.temperature, eos_token_id=None,
+                       amateur=self.amateur, generator=gen, records=self.records,
+                       record_hidden=self.records and self.name == "head", compile=self.args.compile)
         sync(pair.target.device)
         return time.perf_counter() - t, out
 
-    once(min(args.new_tokens, 8), timing=False)  # warm-up (and compilation with --compile)
-    runs = sorted((once(args.new_tokens, timing=False) for _ in range(args.repeats)), key=lambda r: r[0])
-    wall, out = runs[len(runs) // 2]
-    # The time split: on a CPU the end-to-end run is already exact; on CUDA rerun with a device wait per call.
-    if pair.target.device.type == "cuda":
-        _, split = once(max(args.new_tokens // 2, 8), timing=True)
-    else:
-        split = out
-    s = split.stats
-    parts = {"proposer": s["time_proposer"], "target": s["time_target"], "amateur": s["time_amateur"],
-             "rule": s["time_rule"], "verify": s["time_verify"]}
-    parts["other"] = max(s["seconds"] - sum(parts.values()), 0.0)
-    total = sum(parts.values()) or 1.0
-    new = out.stats["new_tokens"]
-    return {
-        "method": name, "batch": batch, "records": records, "gamma": gamma, "new_tokens": new, "seconds": wall,
-        "tokens_per_s": new / wall, "ms_per_token": 1000 * wall / (new / batch),  # latency per token of a row
-        "rounds": out.stats["rounds"], "L": out.mean_accepted_length if gamma else 0.0,
-        "acceptance": out.acceptance_rate if gamma else None,
-        "tokens_per_round": new / max(int(out.rounds["active"].sum()), 1),
-        "proposer_calls_per_round": out.stats["proposer_calls"] / max(out.stats["rounds"], 1),
-        "share": {k: v / total for k, v in parts.items()},
-    }
+    def warm_up(self) -> None:
+        self.decode(min(self.args.new_tokens, 8), timing=False)  # (and compilation with --compile)
+
+    def timed_run(self) -> None:
+        self.runs.append(self.decode(self.args.new_tokens, timing=False))
+
+    def row(self) -> dict:
+        wall, out = sorted(self.runs, key=lambda r: r[0])[len(self.runs) // 2]  # the median run
+        # The time split: on a CPU the end-to-end run is already exact; on CUDA rerun with a device wait per call.
+        split = self.decode(max(self.args.new_tokens // 2, 8), timing=True)[1] \
+            if self.pair.target.device.type == "cuda" else out
+        s = split.stats
+        parts = {"proposer": s["time_proposer"], "target": s["time_target"], "amateur": s["time_amateur"],
+                 "rule": s["time_rule"], "verify": s["time_verify"]}
+        parts["other"] = max(s["seconds"] - sum(parts.values()), 0.0)
+        total = sum(parts.values()) or 1.0
+        new, gamma = out.stats["new_tokens"], self.gamma
+        return {
+            "method": self.name, "batch": self.batch, "records": self.records, "gamma": gamma, "new_tokens": new,
+            "seconds": wall, "seconds_all_runs": [r[0] for r in self.runs], "tokens_per_s": new / wall,
+            "ms_per_token": 1000 * wall / (new / self.batch),  # latency per token of a row
+            "rounds": out.stats["rounds"], "L": out.mean_accepted_length if gamma else 0.0,
+            "acceptance": out.acceptance_rate if gamma else None,
+            "tokens_per_round": new / max(int(out.rounds["active"].sum()), 1),
+            "proposer_calls_per_round": s["proposer_calls"] / max(s["rounds"], 1),
+            # per-call costs inside this run (for the in-run throughput model)
+            "run_target_call_s": s["time_target"] / max(s["target_calls"], 1),
+            "run_proposer_call_s": s["time_proposer"] / max(s["proposer_calls"], 1),
+            "run_amateur_call_s": s["time_amateur"] / max(s["target_calls"], 1),
+            "share": {k: v / total for k, v in parts.items()},
+        }
+
+
+def measure(cells: list[Cell], repeats: int, log) -> list[dict]:
+    """Warm every cell up, then time them interleaved (cell by cell, repeat by repeat), so that a change in the
+    machine's load hits every method alike; the median run of each cell is kept."""
+    for c in cells:
+        c.warm_up()
+    for _ in range(repeats):
+        for c in cells:
+            c.timed_run()
+            log(c)
+    return [c.row() for c in cells]
 
 
 def add_models(rows: list[dict], costs: dict, args) -> None:
@@ -232,7 +259,9 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
         r["base"] = base_name
         c = costs[b]
         if not r["gamma"] or r["vs_base"] is None:
-            r["model_speedup"] = r["refined_speedup"] = r["measured_over_model"] = r["measured_over_refined"] = None
+            for k in ("model_speedup", "refined_speedup", "measured_over_model", "measured_over_refined",
+                      "refined_inrun_speedup", "measured_over_refined_inrun"):
+                r[k] = None
             continue
         L, g = r["L"], r["gamma"]
         if r["method"] == "dcd":  # per-token cost of cd: expert + amateur steps; a round: drafts + both passes
@@ -245,6 +274,13 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
         r["model_speedup"], r["refined_speedup"] = simple, refined
         r["measured_over_model"] = r["vs_base"] / simple
         r["measured_over_refined"] = r["vs_base"] / refined
+        # The same refined model from the per-call costs measured inside the runs themselves (this run's passes and
+        # draft steps, the baseline run's steps): insensitive to load changes between the cost probe and the run.
+        step = base["run_target_call_s"] + base["run_amateur_call_s"]
+        rnd = r["proposer_calls_per_round"] * r["run_proposer_call_s"] + r["run_target_call_s"] \
+            + r["run_amateur_call_s"]
+        r["refined_inrun_speedup"] = (L + 1) * step / rnd
+        r["measured_over_refined_inrun"] = r["vs_base"] / r["refined_inrun_speedup"]
 
 
 def fmt(x, spec: str = ".2f") -> str:
@@ -253,7 +289,7 @@ def fmt(x, spec: str = ".2f") -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| method | batch | tok/s | ms/token | × ar_target | × base | L | accept | proposer | target | amateur "
-            "| rule/head | verify | other | model | refined | meas/model | meas/refined |")
+            "| rule/head | verify | other | model | refined | meas/model | meas/refined | meas/refined(in-run) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         sh = r["share"]
@@ -263,7 +299,7 @@ def table(rows: list[dict]) -> str:
             f"| {fmt(r['vs_base'])} | {fmt(r['L']) if r['gamma'] else '-'} | {fmt(r['acceptance'])} | "
             + " | ".join(f"{100 * sh[k]:.1f}%" for k in ("proposer", "target", "amateur", "rule", "verify", "other"))
             + f" | {fmt(r['model_speedup'])} | {fmt(r['refined_speedup'])} | {fmt(r['measured_over_model'])} "
-            f"| {fmt(r['measured_over_refined'])} |")
+            f"| {fmt(r['measured_over_refined'])} | {fmt(r['measured_over_refined_inrun'])} |")
     return "\n".join(lines)
 
 
@@ -332,20 +368,24 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"[bench] batch {b}: target step {1e3 * c['target_1']:.2f} ms, (γ+1)-pass {1e3 * c['target_v']:.2f} ms "
               f"(c_v={c['c_v']:.2f}), draft step {1e3 * c['draft_1']:.2f} ms (c={c['c']:.3f})", flush=True)
 
+    def log(c: Cell) -> None:
+        wall, out = c.runs[-1]
+        print(f"[bench] {c.name + (' +records' if c.records else ''):<16} batch {c.batch:>2}: "
+              f"{out.stats['new_tokens'] / wall:9.1f} tok/s ({time.perf_counter() - start:.0f}s)", flush=True)
+
     rows = []
     for b in args.batch_sizes:
+        cells = []
         for m in methods:
-            rows.append(run_method(m, pair, b, args))
-            r = rows[-1]
-            print(f"[bench] {m:<9} batch {b:>2}: {r['tokens_per_s']:9.1f} tok/s, L {r['L']:.2f} "
-                  f"({time.perf_counter() - start:.0f}s)", flush=True)
+            cells.append(Cell(m, pair, b, args))
             if args.with_records and m in ("sd", "head"):
-                rows.append(run_method(m, pair, b, args, records=True))
+                cells.append(Cell(m, pair, b, args, records=True))
+        rows += measure(cells, args.repeats, log)
     add_models(rows, costs, args)
 
     result = {
         "pair": pair.label, "pair_info": pair.info, "params": n_params, "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
         "dtype": str(dtype), "torch": torch.__version__, "threads": args.threads,
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "head": head_label if "head" in methods else None, "step_costs_s": costs, "rows": rows,
@@ -356,7 +396,8 @@ def main(argv: list[str] | None = None) -> dict:
     out.write_text(json.dumps(result, indent=2, default=str))
     print(f"\n[bench] {pair.label}, {device} {result['device_name']}, {dtype}, γ={args.gamma}, "
           f"T={args.temperature}; shares are of a round's time; base = ar_target (cd for dcd); model = "
-          f"(L+1)/(γc+1), refined = with measured (γ+1)-pass and proposer-step costs; JSON: {out}; "
+          f"(L+1)/(γc+1), refined = with the probed (γ+1)-pass and proposer-step costs, in-run = the same with the "
+          f"per-call costs measured inside the runs; JSON: {out}; "
           f"{result['wall_seconds']:.0f}s\n")
     print(table(rows))
     return result
