@@ -199,6 +199,7 @@ class LM:
         self.cache = DynamicCache(config=self.model.config)
         self.mask = torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)
         self.next_pos = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        self.real_tail = 0  # trailing slots real in every row (host-side count; 0 = unknown)
 
     @property
     def seq_len(self) -> int:
@@ -210,6 +211,10 @@ class LM:
 
         Returns next-token log-probs [B, k, V] (float32) and last-layer hidden states [B, k, H] at every fed slot.
         """
+        # Trailing columns real in every row, known on the host without a device read (0: unknown); rollback uses it.
+        k = tokens.shape[1]
+        tail = k if valid is None else \
+            int(valid.all(0).flip(0).long().cumprod(0).sum()) if valid.device.type == "cpu" else 0
         tokens = tokens.to(self.device)
         valid = torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid.to(self.device)
         vlong = valid.long()
@@ -232,6 +237,7 @@ class LM:
         self.calls += 1
         self.mask = mask
         self.next_pos = self.next_pos + vlong.sum(1)
+        self.real_tail = self.real_tail + k if tail == k else tail
         return logprobs, out.hidden_states[-1]
 
     def rollback(self, n: torch.Tensor) -> None:
@@ -239,16 +245,21 @@ class LM:
         n_max = int(n.max())  # a host tensor (the inference loop passes one) costs no device read here
         if n_max == 0:
             return
+        n_min = int(n.min())
+        host = n.device.type == "cpu"
         n = n.to(self.device)
         S = self.seq_len
         slot = torch.arange(S, device=self.device).unsqueeze(0)
         self.mask = self.mask.masked_fill(slot >= (S - n).unsqueeze(1), 0)
         self.next_pos = self.next_pos - n
-        if self.mask.shape[0] == 1:  # batch 1 never carries holes: the last n slots go
-            keep = S - n_max
-        else:
+        if host and n_min < self.real_tail:
+            # The slot before the shortest rollback is real in every row: exactly n_min all-hole columns at the end.
+            keep = S - n_min
+            self.real_tail = self.real_tail - n_min if n_max == n_min else 0
+        else:  # read the mask (a device read on GPUs)
             alive = self.mask.any(0).nonzero()
             keep = int(alive.max()) + 1 if alive.numel() else 0
+            self.real_tail = 0
         if keep < S:
             self.cache.crop(keep - S)  # negative: remove S-keep slots (transformers 5 semantics)
             self.mask = self.mask[:, :keep]

@@ -70,7 +70,7 @@ class DraftModelProposer(Proposer):
         self.pending = [[p[-1]] for p in prompts]
 
     def propose(self, gamma, *, temperature=1.0, generator=None, with_bonus=False) -> Proposal:
-        tokens, valid = pad_left(self.pending, self.lm.device)
+        tokens, valid = pad_left(self.pending)  # host tensors: feed moves them and reads their last columns free
         logprobs, hidden = self.lm.feed(tokens, valid)
         logprobs, hidden = logprobs[:, -1], hidden[:, -1]
         drafts, probs, hiddens = [], [], []
