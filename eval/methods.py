@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from specdec.loading import Models  # noqa: F401 (re-export)
 from specdec.models import LM
-from specdec.proposers import DraftModelProposer, NgramProposer, Proposer
+from specdec.proposers import DraftModelProposer, FeatureDrafter, NgramProposer, Proposer
 from specdec.targets import (
     CascadeRule,
     ContrastiveRule,
@@ -81,7 +81,8 @@ def _gamma(cfg: DictConfig) -> int:
 
 
 def make_proposer(models: Models, cfg: DictConfig) -> tuple[Proposer, str]:
-    """The proposer named by method.proposer: 'draft' (the draft model) or 'ngram' (prompt lookup)."""
+    """The proposer named by method.proposer: 'draft' (the draft model), 'ngram' (prompt lookup) or 'feature'
+    (an EAGLE-style feature drafter trained by train/drafter.py for this target: method.drafter=PATH)."""
     kind = _m(cfg, "proposer", "draft")
     if kind == "draft":
         return DraftModelProposer(models.draft), "draft"
@@ -89,7 +90,13 @@ def make_proposer(models: Models, cfg: DictConfig) -> tuple[Proposer, str]:
         ng = NgramProposer(models.target.vocab_size, max_ngram=int(_m(cfg, "max_ngram", 12)),
                            min_ngram=int(_m(cfg, "min_ngram", 1)), device=models.target.device)
         return ng, "ngram"
-    raise ValueError(f"method.proposer must be 'draft' or 'ngram', got {kind!r}")
+    if kind == "feature":
+        path = _m(cfg, "drafter")
+        if not path:
+            raise ValueError("method.proposer=feature needs a trained drafter: method.drafter=PATH (the drafter/ "
+                             "directory exported by `python train/drafter.py model=... task=...`)")
+        return FeatureDrafter.load(path, models.target, tokenizer=models.tokenizer), "feature"
+    raise ValueError(f"method.proposer must be 'draft', 'ngram' or 'feature', got {kind!r}")
 
 
 def _sd_like(models: Models, cfg: DictConfig, rule: Rule, label: str, params: dict) -> MethodSpec:
@@ -181,18 +188,23 @@ def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
     path = cfg.get("head_path")
     if not path:
         raise ValueError("method=diversed needs a trained head: pass head=PATH (an export/ dir with head.safetensors)")
-    if _m(cfg, "proposer", "draft") != "draft":
-        raise ValueError("the ensemble head reads the draft model's hidden states: use method.proposer=draft")
-    target, draft = models.target, models.draft
+    kind = _m(cfg, "proposer", "draft")
+    if kind not in ("draft", "feature"):
+        raise ValueError("the ensemble head reads the proposer's hidden states (h_q): use method.proposer=draft "
+                         "or method.proposer=feature")
+    target = models.target
+    proposer = DraftModelProposer(models.draft) if kind == "draft" else make_proposer(models, cfg)[0]
     head, meta = load_head(path, device=target.device,
-                           expect={"hidden_q": draft.hidden_size, "hidden_p": target.hidden_size})
+                           expect={"hidden_q": proposer.hidden_size if kind == "feature" else models.draft.hidden_size,
+                                   "hidden_p": target.hidden_size})
     base = None
     tgt = meta.get("target") if isinstance(meta.get("target"), dict) else {}
     if tgt.get("kind") == "contrastive":  # a head trained over pi_CD verifies against pi_CD
         base = ContrastiveRule(float(tgt.get("alpha", 0.0)), float(tgt.get("beta", 0.0)))
     rule = HeadEnsembleRule(head, base=base)
-    spec = MethodSpec(DraftModelProposer(draft), rule, _gamma(cfg), label=f"diversed({head_label(path, meta)})",
-                      params={"proposer": "draft", "head_lambda": head_lambda(meta)}, head_meta=meta)
+    label = f"diversed({head_label(path, meta)})" + ("[feature]" if kind == "feature" else "")
+    spec = MethodSpec(proposer, rule, _gamma(cfg), label=label,
+                      params={"proposer": kind, "head_lambda": head_lambda(meta)}, head_meta=meta)
     if rule.needs_amateur:
         spec.amateur = models.amateur
         spec.params["target_kind"] = "contrastive"

@@ -7,7 +7,9 @@
   * cd        vanilla contrastive decoding: expert and amateur one token at a time (γ = 0 through the engine).
   * dcd       the draft model (expert-aligned) proposes; expert and amateur each run one parallel pass over the
               γ+1 positions; verification against π_CD (the amateur is used only in verification).
-  * dcd_ngram the same with the prompt-lookup proposer.
+  * dcd_ngram the same with the prompt-lookup proposer (also method=dcd method.proposer=ngram).
+  * dcd with method.proposer=feature method.drafter=PATH: the EAGLE-style feature drafter (train/drafter.py),
+              reported as dcd_feature.
   * scd       the amateur itself drafts (its own LM wrapper, so its proposer cache is separate from the
               verification-side amateur's cache).
   * cos       Fu et al. 2025 (alternate proposals, the amateur's drafting pass doubles as its verification pass);
@@ -35,6 +37,8 @@ from specdec.proposers import DraftModelProposer, NgramProposer
 from specdec.targets import ContrastiveRule
 
 CONTRASTIVE = ("cd", "dcd", "dcd_ngram", "scd", "cos")
+# Table rows: the registered methods, plus dcd with the feature drafter (method=dcd method.proposer=feature).
+TABLE_ORDER = (*CONTRASTIVE, "dcd_feature")
 
 
 def _alpha_beta(cfg: DictConfig) -> tuple[float, float]:
@@ -164,7 +168,7 @@ def speed_table(rows: list[dict]) -> str:
     out = ["| task | T | α | method | L | tok/s | × CD | t_e ms | t_p ms | t_q ms | model tok/s | meas/model |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["task"], r["temperature"], r["params"]["alpha"],
-                                          CONTRASTIVE.index(r["params"].get("contrastive", "cd")))):
+                                          TABLE_ORDER.index(r["params"].get("contrastive", "cd")))):
         p = r["params"]
         cd = base.get((r["task"], r["temperature"], p["alpha"], p["beta"]))
         tps, cd_tps = r.get("tokens_per_second"), (cd or {}).get("tokens_per_second")
@@ -190,7 +194,7 @@ def alpha_robustness(rows: list[dict]) -> str:
     out = ["| task | T | method | L(α=0) | " + " | ".join(f"α={a:g}" for a in alphas) + " |",
            "|---|---|---|---|" + "---|" * len(alphas)]
     for (task, temp, name), g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                         CONTRASTIVE.index(kv[0][2]))):
+                                                                         TABLE_ORDER.index(kv[0][2]))):
         l0 = g.get(0.0)
         cells = [_fmt(g[a] / l0 if (a in g and l0) else None) for a in alphas]
         out.append(f"| {task} | {temp:g} | {name} | {_fmt(l0)} | " + " | ".join(cells) + " |")
@@ -202,6 +206,6 @@ def load_metrics(root: str | Path) -> list[dict]:
     rows = []
     for p in sorted(Path(root).rglob("metrics.json")):
         m = json.loads(p.read_text())
-        if isinstance(m.get("params"), dict) and m["params"].get("contrastive") in CONTRASTIVE:
+        if isinstance(m.get("params"), dict) and m["params"].get("contrastive") in TABLE_ORDER:
             rows.append(m)
     return rows

@@ -132,11 +132,15 @@ def generate(
     t0 = {"target": target.seconds, "proposer": proposer.seconds if proposer else 0.0,
           "amateur": amateur.seconds if use_amateur else 0.0}
     calls0 = {"target": target.calls, "proposer": proposer.calls if proposer else 0}
-    target.prefill([p[:-1] for p in prompts])
+    prompt_hidden = target.prefill([p[:-1] for p in prompts])
     if use_amateur:
         amateur.prefill([p[:-1] for p in prompts])
+    # A feature-level proposer reads the target's hidden states of committed tokens from the passes made anyway.
+    feed_hidden = use_proposer and getattr(proposer, "wants_target_hidden", False)
     if use_proposer:
         proposer.start(prompts)
+        if feed_hidden:
+            proposer.observe_target_hidden(prompt_hidden)
     last = torch.tensor([p[-1] for p in prompts], dtype=torch.long, device=device)
 
     out: list[list[int]] = [[] for _ in range(B)]
@@ -190,6 +194,8 @@ def generate(
         if use_amateur:
             amateur.rollback(gamma - n_back)
         if use_proposer:
+            if feed_hidden:
+                proposer.observe_target_hidden(h_p)
             proposer.commit(n_back, emitted_back)
         last = emitted
 

@@ -264,12 +264,14 @@ class LM:
             self.cache.crop(keep - S)  # negative: remove S-keep slots (transformers 5 semantics)
             self.mask = self.mask[:, :keep]
 
-    def prefill(self, sequences: list[list[int]]) -> None:
-        """Reset and feed left-padded sequences (may be empty lists)."""
+    def prefill(self, sequences: list[list[int]]) -> torch.Tensor | None:
+        """Reset and feed left-padded sequences (may be empty lists); returns their last hidden states [B, L, H]
+        (None when nothing was fed)."""
         self.reset(len(sequences))
         tokens, valid = pad_left(sequences, self.device)
         if tokens.shape[1]:
-            self.feed(tokens, valid)
+            return self.feed(tokens, valid)[1]
+        return None
 
 
 def pad_left(sequences: list[list[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

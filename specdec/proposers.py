@@ -7,6 +7,7 @@ the bonus position); the draft model then also feeds its last draft, which it wo
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -154,3 +155,171 @@ class NgramProposer(Proposer):
     def commit(self, num_accepted: torch.Tensor, emitted: torch.Tensor) -> None:
         for seq, row, n, x in zip(self.history, self._last, num_accepted.tolist(), emitted.tolist()):
             seq.extend(row[:n] + [x])
+
+
+class FeatureDrafter(Proposer):
+    """EAGLE-style feature-level drafter (specdec/feature_drafter.py): one decoder layer over the target's last
+    hidden state and the next token's embedding, drafting on its own features, scored by the target's LM head.
+
+    It reads the target's hidden states of committed tokens from the passes the loop makes anyway (`generate`
+    hands them over through `observe_target_hidden`: the prefill's, then each round's γ+1). Its own KV cache holds
+    one slot per committed token j, built from the pair (h_{j-1}, x_j) with the target's h: draft slots (built on
+    the drafter's own features) are dropped at commit and the accepted tokens re-fed with the target's features
+    next round, as EAGLE does. `hidden` of a proposal is the drafter's feature f (h_q for the ensemble head).
+    """
+
+    wants_target_hidden = True
+
+    def __init__(self, net, target: LM, meta: dict | None = None):
+        from specdec.feature_drafter import head_weights
+
+        self.net, self.target, self.meta = net.to(device=target.device, dtype=target.dtype), target, meta or {}
+        self.device = target.device
+        self.embed = target.model.get_input_embeddings()
+        self.head_w, self.head_b = head_weights(net, target.model)
+        self.d2t = net.draft_to_target if net.draft_to_target.numel() else None
+        self.hidden_size = net.cfg.hidden
+        self.vocab_size = target.vocab_size
+        self._seconds, self._calls = 0.0, 0
+        self._prompts: list[list[int]] = []
+        self._round_hidden: torch.Tensor | None = None
+        self._prefilled = False
+        self.pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self.reset(1)
+
+    @classmethod
+    def load(cls, path, target: LM, tokenizer=None) -> FeatureDrafter:
+        """An exported drafter (train/drafter.py) for this target; raises DrafterMismatchError for another."""
+        from specdec.feature_drafter import load_drafter
+
+        net, meta = load_drafter(path, target.model, tokenizer)
+        return cls(net, target, meta)
+
+    @property
+    def seconds(self) -> float:
+        return self._seconds
+
+    @property
+    def calls(self) -> int:
+        return self._calls
+
+    # ---- the drafter's own cache: keys/values [B, heads, S, d], a 0/1 slot mask, each row's next position
+    def reset(self, batch_size: int) -> None:
+        nh, d = self.net.cfg.heads, self.net.head_dim
+        dtype = next(self.net.parameters()).dtype
+        self.k = torch.zeros(batch_size, nh, 0, d, device=self.device, dtype=dtype)
+        self.v = torch.zeros_like(self.k)
+        self.mask = torch.zeros(batch_size, 0, dtype=torch.bool, device=self.device)
+        self.next_pos = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        self._fed_drafts = 0
+
+    @torch.no_grad()
+    def _feed(self, feats: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Append slots (feats [B, k, H], tokens [B, k]; valid=False slots are holes); returns f [B, k, H]."""
+        t = time.perf_counter()
+        B, k = tokens.shape
+        positions = (self.next_pos.unsqueeze(1) + valid.long().cumsum(1) - 1).clamp(min=0)
+        causal = torch.ones(k, k, dtype=torch.bool, device=self.device).tril()
+        new = (causal.unsqueeze(0) & valid.unsqueeze(1)) | torch.eye(k, dtype=torch.bool, device=self.device)
+        attend = torch.cat([self.mask.unsqueeze(1).expand(B, k, -1), new], 2)
+        dtype = self.k.dtype
+        f, kk, vv = self.net(feats.to(dtype), self.embed(tokens.clamp(min=0)).to(dtype), positions, attend,
+                             self.k, self.v)
+        self.k, self.v = torch.cat([self.k, kk], 2), torch.cat([self.v, vv], 2)
+        self.mask = torch.cat([self.mask, valid], 1)
+        self.next_pos = self.next_pos + valid.long().sum(1)
+        self._seconds += time.perf_counter() - t
+        self._calls += 1
+        return f
+
+    def _crop(self, n: int) -> None:
+        """Drop the last n slots (the draft slots: valid in every row)."""
+        if n > 0:
+            self.k, self.v, self.mask = self.k[:, :, :-n], self.v[:, :, :-n], self.mask[:, :-n]
+            self.next_pos = self.next_pos - n
+
+    def _logprobs(self, f: torch.Tensor) -> torch.Tensor:
+        t = time.perf_counter()
+        lp = torch.log_softmax(torch.nn.functional.linear(f, self.head_w, self.head_b).float(), -1)
+        self._seconds += time.perf_counter() - t
+        return lp
+
+    # ---- the proposer interface
+    def start(self, prompts: list[list[int]]) -> None:
+        self.reset(len(prompts))
+        self._prompts = [list(p) for p in prompts]
+        self.pending, self._round_hidden, self._prefilled = None, None, False
+
+    def observe_target_hidden(self, hidden: torch.Tensor | None) -> None:
+        """The target's last hidden states of the tokens it was just fed: after `start`, the prefill's (prompts
+        without their last token, left-padded); in a round, the γ+1 fed positions (used at `commit`)."""
+        if not self._prefilled:
+            self._prefill_pairs(hidden)
+            self._prefilled = True
+        else:
+            self._round_hidden = hidden
+
+    def _prefill_pairs(self, hidden: torch.Tensor | None) -> None:
+        """Pairs (h_{j-1}, x_j) of every prompt token, h_{-1} = 0, left-padded."""
+        tokens, valid = pad_left(self._prompts, self.device)
+        B, W = tokens.shape
+        H = self.hidden_size
+        if (hidden is None or hidden.shape[1] < W - 1) and W > 1:
+            raise RuntimeError("FeatureDrafter: the target's prefill returned no hidden states for the prompts "
+                               "(an LM subclass whose prefill drops LM.prefill's return value?)")
+        feats = torch.zeros(B, W, H, device=self.device, dtype=self.k.dtype)
+        if hidden is not None and hidden.shape[1]:
+            feats[:, W - hidden.shape[1]:] = hidden.to(feats.dtype)
+        for b, p in enumerate(self._prompts):
+            feats[b, : W - len(p) + 1] = 0  # padding and the first token's (absent) predecessor
+        self.pending = (feats, tokens, valid)
+
+    def propose(self, gamma, *, temperature=1.0, generator=None, with_bonus=False) -> Proposal:
+        if self.pending is None:
+            raise RuntimeError("FeatureDrafter needs the target's hidden states of the prompt: decode through "
+                               "specdec.generate (which hands them over) and an LM whose prefill returns them")
+        feats, tokens, valid = self.pending
+        f = self._feed(feats, tokens, valid)[:, -1]
+        B = tokens.shape[0]
+        drafts, probs, hiddens = [], [], []
+        steps = gamma + 1 if with_bonus else gamma
+        for i in range(steps):
+            lp = self._logprobs(f)
+            q = softmax_with_temperature(lp, temperature)
+            if self.d2t is not None:  # reduced draft vocabulary: zero mass outside it
+                q = q.new_zeros(B, self.vocab_size).scatter_(1, self.d2t.expand(B, -1), q)
+            probs.append(q)
+            hiddens.append(f)
+            if i == gamma:  # bonus position: distribution only
+                break
+            x = q.argmax(-1) if temperature == 0 else torch.multinomial(q, 1, generator=generator).squeeze(-1)
+            drafts.append(x)
+            if i < steps - 1:
+                f = self._feed(f.unsqueeze(1), x.unsqueeze(1), torch.ones(B, 1, dtype=torch.bool,
+                                                                          device=self.device))[:, -1]
+        self._fed_drafts = steps - 1
+        self._drafts = torch.stack(drafts, 1) if drafts else torch.zeros(B, 0, dtype=torch.long, device=self.device)
+        self._round_hidden = None
+        return Proposal(self._drafts, torch.stack(probs, 1), torch.stack(hiddens, 1))
+
+    def commit(self, num_accepted: torch.Tensor, emitted: torch.Tensor) -> None:
+        if self._round_hidden is None:
+            raise RuntimeError("FeatureDrafter.commit before the target's hidden states of the round were observed")
+        self._crop(self._fed_drafts)  # draft slots ran on the drafter's own features: rebuilt from the target's
+        self._fed_drafts = 0
+        h = self._round_hidden
+        B = h.shape[0]
+        n = num_accepted.to(self.device)
+        emitted = emitted.to(self.device)
+        # The round's committed tokens: accepted drafts, then the emitted one; each pairs with the target's
+        # hidden state at the fed position before it (h[:, 0] is that of the previous round's emitted token).
+        toks = torch.cat([self._drafts, torch.zeros(B, 1, dtype=torch.long, device=self.device)], 1)
+        toks = toks.scatter(1, n.unsqueeze(1), emitted.unsqueeze(1))
+        W = int(num_accepted.max()) + 1
+        j = torch.arange(W, device=self.device).unsqueeze(0)
+        src = j - (W - 1 - n.unsqueeze(1))  # left-padded: row b's n_b+1 pairs end at column W-1
+        valid = src >= 0
+        src = src.clamp(min=0)
+        feats = h.gather(1, src.unsqueeze(-1).expand(B, W, h.shape[-1]))
+        self.pending = (feats, toks.gather(1, src), valid)
+        self._round_hidden = None

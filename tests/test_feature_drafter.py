@@ -1,0 +1,254 @@
+"""The EAGLE-style feature drafter (specdec/feature_drafter.py, proposers.FeatureDrafter, train/drafter.py):
+exact decoding through it, cached drafting equal to the training forward, distillation, export checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from scipy.stats import chisquare
+
+from specdec import LM, generate
+from specdec.feature_drafter import (
+    DrafterMismatchError,
+    head_weights,
+    new_drafter,
+    unrolled_features,
+)
+from specdec.models import load_model
+from specdec.proposers import FeatureDrafter
+from specdec.testing import random_llama
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _train(micro_trio: Path, run_dir: Path, *overrides: str) -> dict:
+    from hydra import compose, initialize_config_dir
+
+    from train.drafter import train_drafter
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("drafter", overrides=[
+            f"model.dir={micro_trio}", "logger=disabled", "task=gsm8k", "data.n_train=8", "samples.max_new_tokens=24",
+            "samples.batch_size=8", "train.batch_size=4", "train.unroll=2", "train.warmup=2", "checkpoint.every=4",
+            "progress=false", *overrides])
+    return train_drafter(cfg, run_dir)
+
+
+@pytest.fixture(scope="module")
+def drafter_run(micro_trio, tmp_path_factory) -> dict:
+    """A drafter trained 8 steps on the micro target's own samples (one uninterrupted run)."""
+    return _train(micro_trio, tmp_path_factory.mktemp("drafter_run"), "train.steps=8")
+
+
+@pytest.fixture(scope="module")
+def target(micro_trio):
+    model, tok = load_model(micro_trio / "target")
+    return model, tok
+
+
+def _prompts(tok) -> list[list[int]]:
+    texts = ["Question: Ann has 3 apples. She buys 4 more. How many?\nAnswer:", "x", "Question: 7 + 2 ="]
+    return [tok.encode(t) for t in texts]
+
+
+def test_training_reduces_loss_and_resumes_exactly(micro_trio, drafter_run, tmp_path):
+    hist = [json.loads(line) for line in (Path(drafter_run["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    assert len(hist) == 8
+    assert hist[-1]["loss"] < 0.8 * hist[0]["loss"], [h["loss"] for h in hist]
+    # Killed after step 4 (its checkpoint), resumed to 8: the same weights as the uninterrupted run.
+    _train(micro_trio, tmp_path, "train.steps=8", "stop_at_step=5")
+    _train(micro_trio, tmp_path, "train.steps=8", "resume=true")
+    a = load_file(str(Path(drafter_run["drafter"]) / "drafter.safetensors"))
+    b = load_file(str(tmp_path / "drafter" / "drafter.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 8
+    config = json.loads((tmp_path / "drafter" / "config.json").read_text())
+    assert config["target"]["hidden_size"] == 32 and config["target"]["tokenizer_hash"].startswith("sha256:")
+
+
+class Recording(FeatureDrafter):
+    """Keeps each row's committed sequence and every proposal, to recompute them without the cache."""
+
+    def start(self, prompts):
+        super().start(prompts)
+        self.seqs, self.log = [list(p) for p in prompts], []
+
+    def propose(self, gamma, **kw):
+        prop = super().propose(gamma, **kw)
+        self.log.append(([list(s) for s in self.seqs], prop))
+        return prop
+
+    def commit(self, num_accepted, emitted):
+        drafts = self._drafts.tolist()
+        super().commit(num_accepted, emitted)
+        for b, (n, x) in enumerate(zip(num_accepted.tolist(), emitted.tolist())):
+            self.seqs[b] += drafts[b][:n] + [x]
+
+
+def test_cached_drafting_equals_the_training_forward(target):
+    """Every proposal of a batched T=1 decode (ragged acceptance, holes, rollbacks) equals the drafter's
+    cache-free training forward (training-time test depths) on prefix + drafts, with the target's features.
+    An untrained (seeded) drafter: the trained one agrees with the micro target too well to leave rejections."""
+    model, tok = target
+    torch.manual_seed(0)
+    prop = Recording(new_drafter(model), LM(model))
+    gamma = 3
+    out = generate(prop.target, prop, _prompts(tok), gamma=gamma, max_new_tokens=20, temperature=1.0,
+                   generator=torch.Generator().manual_seed(0))
+    acc = out.rounds["accepted"][out.rounds["active"]]
+    assert (acc < gamma).any() and (acc > 0).any()
+    w, b_ = head_weights(prop.net, model)
+    checked = 0
+    for seqs, p in prop.log[:6]:
+        for b, seq in enumerate(seqs):
+            full = torch.tensor([seq + p.tokens[b].tolist()])
+            with torch.no_grad():
+                h = model(full, output_hidden_states=True).hidden_states[-1]
+                feats = unrolled_features(prop.net, model.get_input_embeddings()(full), h, gamma)
+            k = len(seq) - 1
+            for s in range(gamma):
+                q = torch.softmax(torch.nn.functional.linear(feats[s][0, k + s], w, b_), -1)
+                assert torch.allclose(p.probs[b, s], q, atol=1e-5), (b, s)
+                checked += 1
+    assert checked == 6 * 3 * gamma
+
+
+def test_greedy_sd_feature_is_greedy_target_decoding(target, drafter_run):
+    model, tok = target
+    prompts = _prompts(tok)
+    ar = generate(LM(model), None, prompts, gamma=0, max_new_tokens=40, temperature=0)
+    fd = FeatureDrafter.load(drafter_run["drafter"], LM(model), tok)
+    for gamma in (1, 4):
+        for records in (True, False):
+            sd = generate(fd.target, fd, prompts, gamma=gamma, max_new_tokens=40, temperature=0, records=records)
+            assert sd.tokens == ar.tokens, (gamma, records)
+    acc = sd.rounds["accepted"][sd.rounds["active"]]
+    assert (acc == 4).any() and (acc < 4).any() and sd.stats["proposer_calls"] > 0  # full and partial accepts
+    torch.manual_seed(0)  # an untrained drafter: many rejections, still the target's tokens
+    raw = FeatureDrafter(new_drafter(model), LM(model))
+    out = generate(raw.target, raw, prompts, gamma=4, max_new_tokens=40, temperature=0)
+    assert out.tokens == ar.tokens
+    # A reduced draft vocabulary (EAGLE3) keeps decoding exact; its proposals live on the draft ids only.
+    ids = torch.tensor(sorted(set(t for p in prompts for t in p)))
+    small = FeatureDrafter(new_drafter(model, draft_ids=ids), LM(model))
+    out = generate(small.target, small, prompts, gamma=3, max_new_tokens=40, temperature=0)
+    assert out.tokens == ar.tokens
+    small.start(prompts)
+    small.observe_target_hidden(small.target.prefill([p[:-1] for p in prompts]))
+    q = small.propose(3, temperature=1.0).probs
+    outside = torch.ones(q.shape[-1], dtype=torch.bool)
+    outside[ids] = False
+    assert torch.all(q[..., outside] == 0) and torch.allclose(q.sum(-1), torch.ones(()), atol=1e-5)
+
+
+def _compose_eval(micro_trio, *overrides):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("eval", overrides=[f"model.dir={micro_trio}", *overrides])
+
+
+def test_greedy_dcd_feature_is_greedy_cd(micro_trio, drafter_run):
+    from eval.methods import Models, build_method
+
+    models = Models({"dir": str(micro_trio)})
+    prompts = _prompts(models.tokenizer)
+    overrides = ["alpha=0.5", "beta=0.1", "temperature=0"]
+    cd = build_method("cd", models, _compose_eval(micro_trio, "method=cd", *overrides))
+    dcd = build_method("dcd", models, _compose_eval(micro_trio, "method=dcd", "method.proposer=feature",
+                                                    f"method.drafter={drafter_run['drafter']}", *overrides))
+    assert isinstance(dcd.proposer, FeatureDrafter) and dcd.params["contrastive"] == "dcd_feature"
+    ref = generate(models.target, None, prompts, rule=cd.rule, gamma=0, amateur=cd.amateur, max_new_tokens=40,
+                   temperature=0)
+    out = generate(models.target, dcd.proposer, prompts, rule=dcd.rule, gamma=dcd.gamma, amateur=dcd.amateur,
+                   max_new_tokens=40, temperature=0)
+    assert out.tokens == ref.tokens
+    assert 0 < out.acceptance_rate < 1
+    sd = build_method("sd", models, _compose_eval(micro_trio, "method=sd", "method.proposer=feature",
+                                                  f"method.drafter={drafter_run['drafter']}"))
+    assert sd.label == "sd[feature]"
+    with pytest.raises(ValueError, match="method.drafter=PATH"):
+        build_method("dcd", models, _compose_eval(micro_trio, "method=dcd", "method.proposer=feature"))
+
+
+def test_diversed_head_over_the_feature_drafter(micro_trio, drafter_run, tmp_path):
+    """The ensemble head reads the drafter's feature as h_q (hidden_q = the drafter's width)."""
+    from eval.methods import Models, build_method
+    from heads import EnsembleHead, HeadConfig, export_head
+
+    models = Models({"dir": str(micro_trio)})
+    H = models.target.hidden_size
+    export_head(EnsembleHead(HeadConfig(hidden_q=H, hidden_p=H, init_w=0.5)), tmp_path / "head", {})
+    spec = build_method("diversed", models, _compose_eval(
+        micro_trio, "method=diversed", "method.proposer=feature", f"method.drafter={drafter_run['drafter']}",
+        f"+head_path={tmp_path / 'head'}"))
+    assert isinstance(spec.proposer, FeatureDrafter) and spec.params["proposer"] == "feature"
+    out = generate(models.target, spec.proposer, _prompts(models.tokenizer), rule=spec.rule, gamma=spec.gamma,
+                   max_new_tokens=12, temperature=1.0, record_hidden=True, generator=torch.Generator().manual_seed(0))
+    m = out.records["token_mask"]
+    assert out.records["h_q"].shape[-1] == H and torch.isfinite(out.records["h_q"][m]).all()
+
+
+def test_loading_against_another_target_is_a_clear_error(micro_trio, drafter_run, target):
+    model, tok = target
+    amateur, _ = load_model(micro_trio / "amateur")
+    with pytest.raises(DrafterMismatchError, match="trained for another target.*hidden_size: trained for 32"):
+        FeatureDrafter.load(drafter_run["drafter"], LM(amateur), tok)
+    # Same shapes, other weights: the fingerprint tells them apart.
+    import copy
+
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other.get_input_embeddings().weight.mul_(1.5)
+    with pytest.raises(DrafterMismatchError, match="fingerprint"):
+        FeatureDrafter.load(drafter_run["drafter"], LM(other), tok)
+    with pytest.raises(DrafterMismatchError, match="no feature drafter"):
+        FeatureDrafter.load(micro_trio / "target", LM(model), tok)
+
+
+def _exact_two_token_target(model, prompt: list[int]) -> torch.Tensor:
+    V = model.config.vocab_size
+    ids = torch.tensor([prompt])
+
+    def dist(ids):
+        return torch.softmax(model(ids).logits[0, -1].double(), -1)
+
+    first = dist(ids)
+    joint = torch.zeros(V, V, dtype=torch.float64)
+    for x in range(V):
+        joint[x] = first[x] * dist(torch.cat([ids, torch.tensor([[x]])], 1))
+    return joint.flatten()
+
+
+def test_sampled_sd_feature_follows_the_target_distribution():
+    """SD at T=1 with an (untrained, seeded) feature drafter over 2-token continuations vs the target's exact
+    2-token distribution: chi-square p > 1e-4 and TV < 0.03 with 30k samples over 64 outcomes (fixed seed).
+    An 8-token random target keeps the 64 outcomes well populated (the micro trio's 101-token vocabulary would
+    need ~100x the samples)."""
+    model = random_llama(8, hidden=16, layers=1, heads=2, seed=3, dtype=torch.float64, init_std=0.5)
+    torch.manual_seed(5)
+    prop = FeatureDrafter(new_drafter(model), LM(model))
+    N, prompt = 30_000, [1, 4, 2]
+    out = generate(prop.target, prop, [prompt] * N, gamma=3, max_new_tokens=2, temperature=1.0,
+                   generator=torch.Generator().manual_seed(0))
+    pairs = torch.tensor([t[0] * 8 + t[1] for t in out.tokens])
+    counts = torch.bincount(pairs, minlength=64).double()
+    expected = _exact_two_token_target(model, prompt)
+    keep = expected * N > 5
+    obs, exp = counts[keep], expected[keep] * N
+    stat = chisquare(obs.numpy(), (exp * obs.sum() / exp.sum()).numpy())
+    tv = 0.5 * (counts / N - expected).abs().sum()
+    assert stat.pvalue > 1e-4 and tv < 0.03, (stat.pvalue, float(tv))
+    assert 0.05 < out.acceptance_rate < 0.98, out.acceptance_rate

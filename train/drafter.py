@@ -1,0 +1,265 @@
+"""Train an EAGLE-style feature drafter for a target: `python train/drafter.py model=tiny task=gsm8k`.
+
+Distillation from the target's own outputs: the target completes the task's training prompts (T=1 samples,
+drawn once and kept in <run dir>/samples.json), then the drafter is fit, teacher-forced on those sequences, to the
+target's next-token distribution p at every position (KL(p || q)), at drafting depths 1..train.unroll (depth s
+runs on its own features: training-time test, specdec.feature_drafter.unrolled_features). The target's hidden
+states and p come from one frozen forward per batch; its embeddings and LM head are shared, never trained.
+
+    python train/drafter.py model=tiny task=gsm8k                              # embedded trio
+    python train/drafter.py model=tiny task=gsm8k train.steps=50 logger=disabled
+    python train/drafter.py ... hydra.run.dir=<old run dir> resume=true       # continue a killed run
+    python eval/run.py method=dcd method.proposer=feature method.drafter=<run dir>/drafter
+
+Resumable: checkpoints/stepN/{drafter.safetensors, optimizer.pt, state.json} (+ `latest`) every
+checkpoint.every steps; the data order is a pure function of (seed, step), so a resumed run continues exactly.
+Export: <run dir>/drafter (drafter.safetensors + config.json with the target's identity, checked at load).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python train/drafter.py`: make the repo root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from specdec.feature_drafter import (
+    DrafterConfig,
+    DrafterNet,
+    export_drafter,
+    head_weights,
+    new_drafter,
+    target_identity,
+    unrolled_loss,
+)
+
+
+# ---------------------------------------------------------------- data
+def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_prompt: int, temperature: float,
+                       max_new_tokens: int, batch_size: int, stops: tuple[str, ...], seed: int,
+                       progress: bool) -> list[list[int]]:
+    """prompt + the target's own completion (cut after a stop string or EOS), per_prompt samples per prompt."""
+    from specdec.generate import generate
+    from train.rollout import cut_at_stop
+
+    jobs = [p for p in prompts for _ in range(per_prompt)]
+    out: list[list[int]] = []
+    gen = torch.Generator(target.device).manual_seed(seed)
+    for i in tqdm(range(0, len(jobs), batch_size), desc="target samples", disable=not progress, leave=False):
+        batch = jobs[i:i + batch_size]
+        res = generate(target, None, batch, gamma=0, max_new_tokens=max_new_tokens, temperature=temperature,
+                       eos_token_id=tokenizer.eos_token_id, generator=gen, records=False)
+        for p, toks in zip(batch, res.tokens):
+            _, keep = cut_at_stop(tokenizer, toks, stops) if stops else ("", len(toks))
+            out.append(list(p) + list(toks[:keep]))
+    return out
+
+
+def load_or_sample(path: Path, make) -> list[list[int]]:
+    """The sample set of a run: read back on resume, drawn (and written atomically) otherwise."""
+    if path.is_file():
+        return json.loads(path.read_text())["sequences"]
+    seqs = make()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"sequences": seqs}))
+    os.replace(tmp, path)
+    return seqs
+
+
+def draft_vocabulary(seqs: list[list[int]], k: int, vocab: int) -> torch.Tensor:
+    """The k most frequent token ids of the samples (ties: lower id), sorted (EAGLE3's reduced draft head)."""
+    counts = torch.zeros(vocab, dtype=torch.long)
+    for s in seqs:
+        counts += torch.bincount(torch.tensor(s, dtype=torch.long), minlength=vocab)[:vocab]
+    order = sorted(range(vocab), key=lambda i: (-int(counts[i]), i))[:k]
+    return torch.tensor(sorted(order), dtype=torch.long)
+
+
+def pad_right(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    L = max(len(s) for s in seqs)
+    tokens = torch.zeros(len(seqs), L, dtype=torch.long)
+    mask = torch.zeros(len(seqs), L, dtype=torch.bool)
+    for i, s in enumerate(seqs):
+        tokens[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = True
+    return tokens.to(device), mask.to(device)
+
+
+@torch.no_grad()
+def teacher(model, tokens: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target's last hidden states [B, L, H] and next-token log-probs [B, L, V] (float32), one forward."""
+    out = model(input_ids=tokens, attention_mask=mask.long(), output_hidden_states=True, use_cache=False)
+    return out.hidden_states[-1].float(), torch.log_softmax(out.logits.float(), -1)
+
+
+def lr_at(step: int, cfg: DictConfig) -> float:
+    t = cfg.train
+    if step < t.warmup:
+        return float(t.lr) * (step + 1) / max(int(t.warmup), 1)
+    frac = (step - t.warmup) / max(int(t.steps) - int(t.warmup), 1)
+    floor = float(t.min_lr_ratio)
+    return float(t.lr) * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+# ---------------------------------------------------------------- checkpoints
+def save_checkpoint(root: Path, step: int, net: DrafterNet, opt: torch.optim.Optimizer, keep: int) -> Path:
+    """checkpoints/stepN written to a temp dir, renamed into place, then `latest` replaced: a crash mid-save
+    leaves the previous checkpoint intact."""
+    root.mkdir(parents=True, exist_ok=True)
+    tag = f"step{step:06d}"
+    tmp = root / f".tmp-{tag}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / "drafter.safetensors"))
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    (tmp / "state.json").write_text(json.dumps({"step": step, "arch": net.cfg.to_dict()}))
+    final = root / tag
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    (root / "latest.tmp").write_text(tag)
+    os.replace(root / "latest.tmp", root / "latest")
+    done = sorted(d for d in root.iterdir() if d.is_dir() and d.name.startswith("step"))
+    for old in done[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer) -> int:
+    """Restore the newest checkpoint under root; returns its step (0 when there is none)."""
+    latest = root / "latest"
+    if not latest.is_file():
+        return 0
+    ck = root / latest.read_text().strip()
+    state = json.loads((ck / "state.json").read_text())
+    if state["arch"] != net.cfg.to_dict():
+        raise ValueError(f"checkpoint {ck} holds a drafter of another architecture ({state['arch']}) than this "
+                         f"config builds ({net.cfg.to_dict()}): resume with the original config")
+    net.load_state_dict(load_file(str(ck / "drafter.safetensors")))
+    opt.load_state_dict(torch.load(ck / "optimizer.pt", weights_only=True))
+    return int(state["step"])
+
+
+# ---------------------------------------------------------------- the run
+def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
+    from data.loaders import load_examples
+    from data.tasks import get_task
+    from specdec.loading import Models
+    from specdec.models import resolve_device
+    from train.trainer import _read_metrics, _truncate_metrics, batch_indices, encode_prompt, make_wandb
+
+    if cfg.num_threads:
+        torch.set_num_threads(int(cfg.num_threads))
+    torch.manual_seed(int(cfg.seed))
+    device = resolve_device(cfg.device)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    models = Models({**OmegaConf.to_container(cfg.model, resolve=True), "device": str(device), "dtype": cfg.dtype})
+    target, tok = models.target, models.tokenizer
+    model = target.model
+    task = get_task(cfg.task.name)
+    ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
+                       n=cfg.data.n_train, seed=int(cfg.seed))
+    prompts = [encode_prompt(tok, task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
+    if not prompts:
+        raise ValueError(f"no training prompts for task {cfg.task.name} (data={OmegaConf.to_container(cfg.data)})")
+    max_len = int(cfg.train.max_len or target.max_positions)
+    s = cfg.samples
+    seqs = load_or_sample(run_dir / "samples.json", lambda: sample_completions(
+        target, tok, prompts, per_prompt=int(s.per_prompt), temperature=float(s.temperature),
+        max_new_tokens=int(s.max_new_tokens or cfg.task.max_new_tokens), batch_size=int(s.batch_size),
+        stops=tuple(task.stop), seed=int(cfg.seed), progress=bool(cfg.progress)))
+    seqs = [q[:max_len] for q in seqs if len(q) >= 2]
+
+    k = cfg.drafter.draft_vocab
+    draft_ids = draft_vocabulary(seqs, int(k), target.vocab_size) if k else None
+    net = new_drafter(model, cfg.drafter.heads, cfg.drafter.mlp, draft_ids).to(device)
+    net.train()
+    opt = torch.optim.AdamW(net.parameters(), lr=float(cfg.train.lr), weight_decay=float(cfg.train.weight_decay))
+    ckpt_root = run_dir / "checkpoints"
+    start = load_checkpoint(ckpt_root, net, opt) if cfg.resume else 0
+    if cfg.resume:
+        print(f"[drafter] resumed at step {start}" if start else f"[drafter] no checkpoint under {ckpt_root}: "
+              "starting from step 0")
+    metrics_path = run_dir / "metrics.jsonl"
+    if start:
+        _truncate_metrics(metrics_path, start)
+    elif metrics_path.exists():
+        metrics_path.unlink()
+    OmegaConf.save(cfg, run_dir / "drafter_config.yaml", resolve=True)
+    wandb = make_wandb(cfg, run_dir, f"drafter-{cfg.task.name}-s{cfg.seed}")
+
+    head_w, head_b = head_weights(net, model)
+    head_w = head_w.detach().float()
+    head_b = head_b.detach().float() if head_b is not None else None
+    embed = model.get_input_embeddings()
+    steps, unroll = int(cfg.train.steps), int(cfg.train.unroll)
+    bar = tqdm(total=steps, initial=start, desc="drafter", unit="step", disable=not cfg.progress, dynamic_ncols=True)
+    for step in range(start, steps):
+        t0 = time.perf_counter()
+        idx = batch_indices(step, len(seqs), int(cfg.train.batch_size), int(cfg.seed))
+        tokens, mask = pad_right([seqs[i] for i in idx], device)
+        hidden, logp = teacher(model, tokens, mask)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg)
+        loss, st = unrolled_loss(net, embed, head_w, head_b, tokens, hidden, logp, mask, unroll)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(net.parameters(), float(cfg.train.grad_clip))
+        opt.step()
+        rec = {"step": step + 1, "loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"],
+               "grad_norm": float(gn), "tokens": int(mask.sum()), "time_step": time.perf_counter() - t0,
+               **{f"kl_d{d + 1}": v for d, v in enumerate(st["kl"])},
+               **{f"top1_d{d + 1}": v for d, v in enumerate(st["top1"])}}
+        with open(metrics_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+        if wandb is not None:
+            wandb.log(rec, step=rec["step"])
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", top1=f"{st['top1'][0]:.3f}", refresh=False)
+        bar.update(1)
+        every = int(cfg.checkpoint.every)
+        if (every > 0 and (step + 1) % every == 0) or step + 1 == steps:
+            save_checkpoint(ckpt_root, step + 1, net, opt, int(cfg.checkpoint.keep))
+        if cfg.get("stop_at_step") is not None and step + 1 >= int(cfg.stop_at_step):
+            bar.close()
+            return {"run_dir": str(run_dir), "stopped_at": step + 1}  # as a kill would: no export
+    bar.close()
+
+    hist = _read_metrics(metrics_path)
+    tail = hist[-max(1, len(hist) // 10):]
+    final = {key: sum(h[key] for h in tail) / len(tail) for key in tail[0] if key != "step"} if tail else {}
+    export = Path(cfg.export_dir) if cfg.export_dir else run_dir / "drafter"
+    name = models.names().get("target", "target")
+    ident = target_identity(model, Path(name).name if Path(name).exists() else name, tok)
+    export_drafter(net, export, ident, {"task": cfg.task.name, "data": ex.label, "samples": len(seqs),
+                                        "training": OmegaConf.to_container(cfg, resolve=True), "metrics": final})
+    summary = {"run_dir": str(run_dir), "drafter": str(export), "steps": len(hist), "final": final,
+               "first": hist[0] if hist else {}}
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(f"\n[drafter] exported {export} (last 10% of steps: loss={final.get('loss', float('nan')):.4f}, "
+          f"top1 depth 1={final.get('top1_d1', float('nan')):.3f})")
+    if wandb is not None:
+        wandb.finish()
+    return summary
+
+
+@hydra.main(config_path="../conf", config_name="drafter", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    run_dir = Path(hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    return train_drafter(cfg, run_dir)
+
+
+__all__ = ["DrafterConfig", "train_drafter", "main"]
+
+if __name__ == "__main__":
+    main()
