@@ -79,6 +79,8 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
                 done[int(rec["line"])] = rec
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue  # a torn last line from an interrupted run: decoded again
+        partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values()),
+                           encoding="utf-8")  # without the torn line, so that appends start on a fresh line
     elif partial.exists():
         partial.unlink()
     groups: dict[tuple, list[tuple[int, dict]]] = {}

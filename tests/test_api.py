@@ -180,3 +180,17 @@ def test_compile_flag_decodes_the_same_tokens():
                      records=False, compile=c) for c in (False, "eager")]
     assert outs[0].tokens == outs[1].tokens
     assert target.model._specdec_compiled == "eager" and draft.model._specdec_compiled == "eager"
+
+
+def test_cli_resume_keeps_finished_lines(micro_trio, tmp_path):
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("\n".join(json.dumps({"prompt": p}) for p in PROMPTS[:2]) + "\n")
+    # An interrupted run left line 1 done (and a torn line); --resume keeps it and decodes only line 2.
+    done = {"line": 1, "id": None, "prompt": PROMPTS[0], "text": "kept", "token_ids": [], "finish_reason": "length",
+            "stats": {}}
+    (tmp_path / "out.jsonl.partial").write_text(json.dumps(done) + "\n" + '{"line": 2, "te')
+    argv = ["--models-dir", str(micro_trio), "--prompts-file", str(src), "--out", str(out), "--device", "cpu",
+            "--max-new-tokens", "6"]
+    cli_main(argv + ["--resume"])
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert recs[0] == done and recs[1]["line"] == 2 and recs[1]["prompt"] == PROMPTS[1] and recs[1]["token_ids"]
