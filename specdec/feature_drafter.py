@@ -71,15 +71,10 @@ class RMSNorm(nn.Module):
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
 
 
-def _rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding of x [B, heads, L, d] at positions [B, L] (Llama's rotate-half convention)."""
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x [B, heads, L, d] (Llama's rotate-half convention); cos, sin [B, 1, L, d]."""
     d = x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = positions.float().unsqueeze(-1) * inv  # [B, L, d/2]
-    cos, sin = torch.cat([ang, ang], -1).cos().unsqueeze(1), torch.cat([ang, ang], -1).sin().unsqueeze(1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2:]
-    rot = torch.cat([-x2, x1], -1)
-    return (x.float() * cos + rot.float() * sin).to(x.dtype)
+    return x * cos + torch.cat([-x[..., d // 2:], x[..., : d // 2]], -1) * sin
 
 
 class DrafterNet(nn.Module):
@@ -92,41 +87,41 @@ class DrafterNet(nn.Module):
         self.head_dim = H // nh
         self.fc = nn.Linear(2 * H, H, bias=False)
         self.norm_attn = RMSNorm(H, cfg.norm_eps)
-        self.q = nn.Linear(H, H, bias=False)
-        self.k = nn.Linear(H, H, bias=False)
-        self.v = nn.Linear(H, H, bias=False)
+        self.qkv = nn.Linear(H, 3 * H, bias=False)  # fused: fewer calls per step (CPU overhead dominates here)
         self.o = nn.Linear(H, H, bias=False)
         self.norm_mlp = RMSNorm(H, cfg.norm_eps)
-        self.gate = nn.Linear(H, cfg.mlp, bias=False)
-        self.up = nn.Linear(H, cfg.mlp, bias=False)
+        self.gate_up = nn.Linear(H, 2 * cfg.mlp, bias=False)
         self.down = nn.Linear(cfg.mlp, H, bias=False)
         self.norm_out = RMSNorm(H, cfg.norm_eps)
+        inv = 1.0 / cfg.rope_theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
+        self.register_buffer("inv_freq", inv, persistent=False)
         # Target ids of the draft vocabulary (EAGLE3's d2t); empty for the full vocabulary.
         ids = torch.arange(cfg.draft_vocab) if cfg.draft_vocab else torch.zeros(0, dtype=torch.long)
         self.register_buffer("draft_to_target", ids, persistent=True)
-        for m in (self.fc, self.q, self.k, self.v, self.o, self.gate, self.up, self.down):
+        for m in (self.fc, self.qkv, self.o, self.gate_up, self.down):
             nn.init.normal_(m.weight, std=0.02)
 
-    def forward(self, feats: torch.Tensor, embs: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor,
+    def forward(self, feats: torch.Tensor, embs: torch.Tensor, positions: torch.Tensor, attend: torch.Tensor | None,
                 past_k: torch.Tensor | None = None, past_v: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """feats, embs [B, L, H]; positions [B, L]; attend [B, L, S+L] bool over (past keys, new keys).
+        """feats, embs [B, L, H]; positions [B, L]; attend [B, L, S+L] bool over (past keys, new keys), or None:
+        every query sees every key (one query with no holes in the cache).
 
         Returns (f [B, L, H], k, v [B, heads, L, d]): the features and the new keys/values for the caller's cache.
         """
         B, L, H = feats.shape
         x = self.fc(torch.cat([feats, embs], -1))
-        a = self.norm_attn(x)
-        shape = (B, L, self.cfg.heads, self.head_dim)
-        q = _rope(self.q(a).view(shape).transpose(1, 2), positions, self.cfg.rope_theta)
-        k = _rope(self.k(a).view(shape).transpose(1, 2), positions, self.cfg.rope_theta)
-        v = self.v(a).view(shape).transpose(1, 2)
+        q, k, v = self.qkv(self.norm_attn(x)).view(B, L, 3, self.cfg.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        ang = positions.to(self.inv_freq.dtype).unsqueeze(-1) * self.inv_freq
+        ang = torch.cat([ang, ang], -1).unsqueeze(1)
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
         keys = k if past_k is None else torch.cat([past_k, k], 2)
         values = v if past_v is None else torch.cat([past_v, v], 2)
-        att = F.scaled_dot_product_attention(q, keys, values, attn_mask=attend.unsqueeze(1))
+        att = F.scaled_dot_product_attention(q, keys, values, attn_mask=None if attend is None else attend.unsqueeze(1))
         x = x + self.o(att.transpose(1, 2).reshape(B, L, H))
-        m = self.norm_mlp(x)
-        x = x + self.down(F.silu(self.gate(m)) * self.up(m))
+        gate, up = self.gate_up(self.norm_mlp(x)).chunk(2, -1)
+        x = x + self.down(F.silu(gate) * up)
         return self.norm_out(x), k, v
 
 

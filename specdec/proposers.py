@@ -212,22 +212,32 @@ class FeatureDrafter(Proposer):
         self.mask = torch.zeros(batch_size, 0, dtype=torch.bool, device=self.device)
         self.next_pos = torch.zeros(batch_size, dtype=torch.long, device=self.device)
         self._fed_drafts = 0
+        self._holes = False  # host flag: any hole fed so far (padding or ragged acceptance)
 
     @torch.no_grad()
-    def _feed(self, feats: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-        """Append slots (feats [B, k, H], tokens [B, k]; valid=False slots are holes); returns f [B, k, H]."""
+    def _feed(self, feats: torch.Tensor, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """Append slots (feats [B, k, H], tokens [B, k]; valid=False slots are holes, None: no holes); returns the
+        features f [B, k, H]."""
         t = time.perf_counter()
         B, k = tokens.shape
-        positions = (self.next_pos.unsqueeze(1) + valid.long().cumsum(1) - 1).clamp(min=0)
-        causal = torch.ones(k, k, dtype=torch.bool, device=self.device).tril()
-        new = (causal.unsqueeze(0) & valid.unsqueeze(1)) | torch.eye(k, dtype=torch.bool, device=self.device)
-        attend = torch.cat([self.mask.unsqueeze(1).expand(B, k, -1), new], 2)
+        dense = valid is None
+        if dense:
+            valid = torch.ones(B, k, dtype=torch.bool, device=self.device)
+            positions = self.next_pos.unsqueeze(1) + torch.arange(k, device=self.device)
+        else:
+            positions = (self.next_pos.unsqueeze(1) + valid.long().cumsum(1) - 1).clamp(min=0)
+            self._holes = True  # a hole stays in the cache: masks from now on
+        attend = None  # one query and no holes: it sees every cached slot
+        if k > 1 or self._holes:
+            causal = torch.ones(k, k, dtype=torch.bool, device=self.device).tril()
+            new = (causal.unsqueeze(0) & valid.unsqueeze(1)) | torch.eye(k, dtype=torch.bool, device=self.device)
+            attend = torch.cat([self.mask.unsqueeze(1).expand(B, k, -1), new], 2)
         dtype = self.k.dtype
         f, kk, vv = self.net(feats.to(dtype), self.embed(tokens.clamp(min=0)).to(dtype), positions, attend,
                              self.k, self.v)
         self.k, self.v = torch.cat([self.k, kk], 2), torch.cat([self.v, vv], 2)
         self.mask = torch.cat([self.mask, valid], 1)
-        self.next_pos = self.next_pos + valid.long().sum(1)
+        self.next_pos = self.next_pos + (k if dense else valid.long().sum(1))
         self._seconds += time.perf_counter() - t
         self._calls += 1
         return f
@@ -272,7 +282,8 @@ class FeatureDrafter(Proposer):
             feats[:, W - hidden.shape[1]:] = hidden.to(feats.dtype)
         for b, p in enumerate(self._prompts):
             feats[b, : W - len(p) + 1] = 0  # padding and the first token's (absent) predecessor
-        self.pending = (feats, tokens, valid)
+        ragged = len({len(p) for p in self._prompts}) > 1
+        self.pending = (feats, tokens, valid if ragged else None)
 
     def propose(self, gamma, *, temperature=1.0, generator=None, with_bonus=False) -> Proposal:
         if self.pending is None:
@@ -295,8 +306,7 @@ class FeatureDrafter(Proposer):
             x = q.argmax(-1) if temperature == 0 else torch.multinomial(q, 1, generator=generator).squeeze(-1)
             drafts.append(x)
             if i < steps - 1:
-                f = self._feed(f.unsqueeze(1), x.unsqueeze(1), torch.ones(B, 1, dtype=torch.bool,
-                                                                          device=self.device))[:, -1]
+                f = self._feed(f.unsqueeze(1), x.unsqueeze(1))[:, -1]
         self._fed_drafts = steps - 1
         self._drafts = torch.stack(drafts, 1) if drafts else torch.zeros(B, 0, dtype=torch.long, device=self.device)
         self._round_hidden = None
@@ -316,10 +326,11 @@ class FeatureDrafter(Proposer):
         toks = torch.cat([self._drafts, torch.zeros(B, 1, dtype=torch.long, device=self.device)], 1)
         toks = toks.scatter(1, n.unsqueeze(1), emitted.unsqueeze(1))
         W = int(num_accepted.max()) + 1
+        ragged = int(num_accepted.min()) + 1 < W
         j = torch.arange(W, device=self.device).unsqueeze(0)
         src = j - (W - 1 - n.unsqueeze(1))  # left-padded: row b's n_b+1 pairs end at column W-1
         valid = src >= 0
         src = src.clamp(min=0)
         feats = h.gather(1, src.unsqueeze(-1).expand(B, W, h.shape[-1]))
-        self.pending = (feats, toks.gather(1, src), valid)
+        self.pending = (feats, toks.gather(1, src), valid if ragged else None)
         self._round_hidden = None
