@@ -167,19 +167,32 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     models = Models({**OmegaConf.to_container(cfg.model, resolve=True), "device": str(device), "dtype": cfg.dtype})
     target, tok = models.target, models.tokenizer
     model = target.model
-    task = get_task(cfg.task.name)
-    ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
-                       n=cfg.data.n_train, seed=int(cfg.seed))
-    prompts = [encode_prompt(tok, task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
-    if not prompts:
-        raise ValueError(f"no training prompts for task {cfg.task.name} (data={OmegaConf.to_container(cfg.data)})")
-    max_len = int(cfg.train.max_len or target.max_positions)
+    names = [cfg.task.name, *[t for t in (cfg.data.get("extra_tasks") or []) if t != cfg.task.name]]
     s = cfg.samples
-    seqs = load_or_sample(run_dir / "samples.json", lambda: sample_completions(
-        target, tok, prompts, per_prompt=int(s.per_prompt), temperature=float(s.temperature),
-        max_new_tokens=int(s.max_new_tokens or cfg.task.max_new_tokens), batch_size=int(s.batch_size),
-        stops=tuple(task.stop), seed=int(cfg.seed), progress=bool(cfg.progress)))
-    seqs = [q[:max_len] for q in seqs if len(q) >= 2]
+    prompts: dict[str, list[list[int]]] = {}
+    labels = []
+    for name in names:  # the task's prompts, plus those of data.extra_tasks (a drafter for several tasks)
+        task = get_task(name)
+        ex = load_examples(name, path=cfg.data.path if name == cfg.task.name else None, source=cfg.data.source,
+                           split=cfg.data.split, n=cfg.data.n_train, seed=int(cfg.seed))
+        prompts[name] = [encode_prompt(tok, task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
+        labels.append(ex.label)
+        if not prompts[name]:
+            raise ValueError(f"no training prompts for task {name} (data={OmegaConf.to_container(cfg.data)})")
+
+    def draw() -> list[list[int]]:
+        out = []
+        for name in names:
+            task = get_task(name)
+            limit = s.max_new_tokens or (cfg.task.max_new_tokens if name == cfg.task.name else task.max_new_tokens)
+            out += sample_completions(target, tok, prompts[name], per_prompt=int(s.per_prompt),
+                                      temperature=float(s.temperature), max_new_tokens=int(limit),
+                                      batch_size=int(s.batch_size), stops=tuple(task.stop), seed=int(cfg.seed),
+                                      progress=bool(cfg.progress))
+        return out
+
+    max_len = int(cfg.train.max_len or target.max_positions)
+    seqs = [q[:max_len] for q in load_or_sample(run_dir / "samples.json", draw) if len(q) >= 2]
 
     k = cfg.drafter.draft_vocab
     draft_ids = draft_vocabulary(seqs, int(k), target.vocab_size) if k else None
@@ -241,7 +254,8 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     export = Path(cfg.export_dir) if cfg.export_dir else run_dir / "drafter"
     name = models.names().get("target", "target")
     ident = target_identity(model, Path(name).name if Path(name).exists() else name, tok)
-    export_drafter(net, export, ident, {"task": cfg.task.name, "data": ex.label, "samples": len(seqs),
+    export_drafter(net, export, ident, {"task": cfg.task.name, "tasks": names, "data": sorted(set(labels)),
+                                        "samples": len(seqs),
                                         "training": OmegaConf.to_container(cfg, resolve=True), "metrics": final})
     summary = {"run_dir": str(run_dir), "drafter": str(export), "steps": len(hist), "final": final,
                "first": hist[0] if hist else {}}
