@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from scipy.stats import chisquare
 
-from specdec import LM, generate
+from specdec import LM, StaticEnsembleRule, generate
 from specdec.feature_drafter import (
     DrafterMismatchError,
     head_weights,
@@ -97,15 +97,18 @@ class Recording(FeatureDrafter):
             self.seqs[b] += drafts[b][:n] + [x]
 
 
-def test_cached_drafting_equals_the_training_forward(target):
+@pytest.mark.parametrize("bonus", [False, True])
+def test_cached_drafting_equals_the_training_forward(target, bonus):
     """Every proposal of a batched T=1 decode (ragged acceptance, holes, rollbacks) equals the drafter's
-    cache-free training forward (training-time test depths) on prefix + drafts, with the target's features.
-    An untrained (seeded) drafter: the trained one agrees with the micro target too well to leave rejections."""
+    cache-free training forward (training-time test depths) on prefix + drafts, with the target's features;
+    with the bonus position too (a rule mixing q into ν). An untrained (seeded) drafter: the trained one agrees
+    with the micro target too well to leave rejections."""
     model, tok = target
     torch.manual_seed(0)
     prop = Recording(new_drafter(model), LM(model))
     gamma = 3
-    out = generate(prop.target, prop, _prompts(tok), gamma=gamma, max_new_tokens=20, temperature=1.0,
+    rule = StaticEnsembleRule(0.5) if bonus else None
+    out = generate(prop.target, prop, _prompts(tok), rule=rule, gamma=gamma, max_new_tokens=20, temperature=1.0,
                    generator=torch.Generator().manual_seed(0))
     acc = out.rounds["accepted"][out.rounds["active"]]
     assert (acc < gamma).any() and (acc > 0).any()
@@ -116,13 +119,14 @@ def test_cached_drafting_equals_the_training_forward(target):
             full = torch.tensor([seq + p.tokens[b].tolist()])
             with torch.no_grad():
                 h = model(full, output_hidden_states=True).hidden_states[-1]
-                feats = unrolled_features(prop.net, model.get_input_embeddings()(full), h, gamma)
+                feats = unrolled_features(prop.net, model.get_input_embeddings()(full), h, gamma + bonus)
             k = len(seq) - 1
-            for s in range(gamma):
+            for s in range(gamma + bonus):
                 q = torch.softmax(torch.nn.functional.linear(feats[s][0, k + s], w, b_), -1)
                 assert torch.allclose(p.probs[b, s], q, atol=1e-5), (b, s)
+                assert torch.allclose(p.hidden[b, s], feats[s][0, k + s], atol=1e-5)
                 checked += 1
-    assert checked == 6 * 3 * gamma
+    assert checked == 6 * 3 * (gamma + bonus)
 
 
 def test_greedy_sd_feature_is_greedy_target_decoding(target, drafter_run):
@@ -136,6 +140,9 @@ def test_greedy_sd_feature_is_greedy_target_decoding(target, drafter_run):
             assert sd.tokens == ar.tokens, (gamma, records)
     acc = sd.rounds["accepted"][sd.rounds["active"]]
     assert (acc == 4).any() and (acc < 4).any() and sd.stats["proposer_calls"] > 0  # full and partial accepts
+    # Rules that mix q in need the bonus position's q (the drafter then feeds its last draft too): same tokens.
+    st = generate(fd.target, fd, prompts, rule=StaticEnsembleRule(1.0), gamma=3, max_new_tokens=40, temperature=0)
+    assert st.tokens == ar.tokens
     torch.manual_seed(0)  # an untrained drafter: many rejections, still the target's tokens
     raw = FeatureDrafter(new_drafter(model), LM(model))
     out = generate(raw.target, raw, prompts, gamma=4, max_new_tokens=40, temperature=0)
