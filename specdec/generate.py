@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from specdec.models import LM
 from specdec.proposers import Proposal, Proposer
 from specdec.targets import ExactRule, RoundScores, Rule, pair_features, total_variation
-from specdec.verify import verify
+from specdec.verify import ZERO_PROB_DRAFT, verify
 
 # Per-output-token records (padded [B, T] or [B, T, ·]); NaN where a quantity does not exist (no proposal).
 TOKEN_KEYS = ("p_token", "q_token", "nu_token", "w", "tv_pq", "tv_nu_p")
@@ -177,7 +177,7 @@ def generate(
 
         t = time.perf_counter()
         draft_probs = q[:, :gamma] if q is not None else nu.new_zeros(B, 0, nu.shape[-1])
-        res = verify(drafts, draft_probs, nu, greedy=greedy, generator=generator)
+        res = verify(drafts, draft_probs, nu, greedy=greedy, generator=generator, check=records)
         _sync(timed)
         verify_seconds += time.perf_counter() - t
         n = res.num_accepted
@@ -185,10 +185,12 @@ def generate(
         if records:
             n_back, emitted_back = n, emitted
         else:
-            # The one device→host read of the round: accepted counts and emitted tokens together. Rollback and
-            # commit work from this host copy, so they need no read of their own.
-            host = torch.cat([n.unsqueeze(1), res.tokens], 1).cpu()
-            n_back, tokens_h = host[:, 0], host[:, 1:]
+            # The one device→host read of the round: accepted counts, emitted tokens and verify's input check
+            # together. Rollback and commit work from this host copy, so they need no read of their own.
+            host = torch.cat([n.unsqueeze(1), res.tokens, res.zero_prob_draft.long().unsqueeze(1)], 1).cpu()
+            if host[:, -1].any():
+                raise ValueError(ZERO_PROB_DRAFT)
+            n_back, tokens_h = host[:, 0], host[:, 1:-1]
             emitted_back = tokens_h[torch.arange(B), n_back]
         target.rollback(gamma - n_back)
         if use_amateur:

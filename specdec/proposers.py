@@ -54,7 +54,7 @@ class DraftModelProposer(Proposer):
 
     def __init__(self, lm: LM):
         self.lm = lm
-        self.pending: list[list[int]] = []
+        self.pending: tuple[torch.Tensor, torch.Tensor | None] | None = None  # the next feed: tokens, valid
         self._fed_drafts = 0
         self._last_drafts: torch.Tensor | None = None
 
@@ -68,10 +68,10 @@ class DraftModelProposer(Proposer):
 
     def start(self, prompts: list[list[int]]) -> None:
         self.lm.prefill([p[:-1] for p in prompts])
-        self.pending = [[p[-1]] for p in prompts]
+        self.pending = (torch.tensor([[p[-1]] for p in prompts], dtype=torch.long), None)
 
     def propose(self, gamma, *, temperature=1.0, generator=None, with_bonus=False) -> Proposal:
-        tokens, valid = pad_left(self.pending)  # host tensors: feed moves them and reads their last columns free
+        tokens, valid = self.pending
         logprobs, hidden = self.lm.feed(tokens, valid)
         logprobs, hidden = logprobs[:, -1], hidden[:, -1]
         drafts, probs, hiddens = [], [], []
@@ -100,11 +100,17 @@ class DraftModelProposer(Proposer):
         fed = self._fed_drafts
         kept = num_accepted.clamp(max=fed)
         self.lm.rollback(fed - kept)
-        n_rows, x_rows = num_accepted.tolist(), emitted.tolist()
-        # Accepted drafts beyond what was fed (only the last one, after a full acceptance) are still pending;
-        # the drafts are read back from the device only in rounds where that happens.
-        drafts = self._last_drafts.tolist() if max(n_rows, default=0) > fed else None
-        self.pending = [(drafts[b][fed:n] if drafts else []) + [x] for b, (n, x) in enumerate(zip(n_rows, x_rows))]
+        # Pending: the emitted token, after the last draft in rows that accepted it without it having been fed (all
+        # γ accepted, no bonus position), left-padded. Built on the device from the drafts, so nothing is read back
+        # when the counts are host tensors (the inference loop's); the validity mask stays on the host.
+        x = emitted.view(-1, 1)
+        full = (num_accepted > fed).view(-1, 1)
+        if bool(full.any()):
+            last = self._last_drafts[:, fed:fed + 1]
+            first = torch.where(full.to(last.device), last, torch.zeros_like(last))
+            self.pending = (torch.cat([first, x.to(last.device)], 1), torch.cat([full, torch.ones_like(full)], 1).cpu())
+        else:
+            self.pending = (x, None)
 
 
 class NgramProposer(Proposer):

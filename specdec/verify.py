@@ -24,6 +24,11 @@ class VerifyResult:
     num_accepted: torch.Tensor  # [B] long: accepted drafts per row (0..γ)
     tokens: torch.Tensor  # [B, γ+1] long: accepted drafts then the emitted token, padded with -1
     accept_prob: torch.Tensor  # [B, γ] min(1, ν/d) at each draft token
+    zero_prob_draft: torch.Tensor | None = None  # [B] bool: a draft its own distribution gives probability 0
+
+
+ZERO_PROB_DRAFT = ("a proposer drafted a token to which its own proposal distribution gives probability 0; "
+                   "draft_probs must be the distribution the drafts were sampled from")
 
 
 def _sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -39,11 +44,14 @@ def verify(
     *,
     greedy: bool = False,
     generator: torch.Generator | None = None,
+    check: bool = True,
 ) -> VerifyResult:
     """Verify γ drafted tokens per row against ν.
 
     draft_tokens [B, γ] long; draft_probs [B, γ, V] (one-hot rows for deterministic proposers);
     target_probs [B, γ+1, V]: ν at each draft position plus the bonus position.
+    check=False leaves the zero-probability-draft check (a device read) to the caller: `zero_prob_draft` flags the
+    rows, to be read with the caller's other values (the inference loop raises ZERO_PROB_DRAFT on it).
     """
     B, gamma = draft_tokens.shape
     if target_probs.dim() != 3 or target_probs.shape[:2] != (B, gamma + 1):
@@ -59,11 +67,9 @@ def verify(
         idx = draft_tokens.unsqueeze(-1)
         d_tok = draft_probs.gather(-1, idx).squeeze(-1)  # [B, γ]
         nu_tok = target_probs[:, :gamma].gather(-1, idx).squeeze(-1)  # [B, γ]
-        if bool((d_tok <= 0).any()):
-            raise ValueError(
-                "a proposer drafted a token to which its own proposal distribution gives probability 0; "
-                "draft_probs must be the distribution the drafts were sampled from"
-            )
+        zero_prob = (d_tok <= 0).any(-1)
+        if check and bool(zero_prob.any()):
+            raise ValueError(ZERO_PROB_DRAFT)
         accept_prob = torch.clamp(nu_tok / d_tok, max=1.0)
         if greedy:
             accepted = draft_tokens == target_probs[:, :gamma].argmax(-1)
@@ -75,6 +81,7 @@ def verify(
     else:
         accept_prob = target_probs.new_zeros(B, 0)
         num_accepted = torch.zeros(B, dtype=torch.long, device=device)
+        zero_prob = torch.zeros(B, dtype=torch.bool, device=device)
 
     # The distribution the emitted token is drawn from: the residual at the rejected position, ν at the bonus.
     nu_at = target_probs[rows, num_accepted]  # [B, V]
@@ -99,7 +106,7 @@ def verify(
         keep = torch.arange(gamma, device=device).unsqueeze(0) < num_accepted.unsqueeze(1)
         tokens[:, :gamma] = torch.where(keep, draft_tokens, tokens[:, :gamma])
     tokens[rows, num_accepted] = emitted
-    return VerifyResult(num_accepted=num_accepted, tokens=tokens, accept_prob=accept_prob)
+    return VerifyResult(num_accepted=num_accepted, tokens=tokens, accept_prob=accept_prob, zero_prob_draft=zero_prob)
 
 
 def output_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:

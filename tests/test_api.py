@@ -194,3 +194,19 @@ def test_cli_resume_keeps_finished_lines(micro_trio, tmp_path):
     cli_main(argv + ["--resume"])
     recs = [json.loads(x) for x in out.read_text().splitlines()]
     assert recs[0] == done and recs[1]["line"] == 2 and recs[1]["prompt"] == PROMPTS[1] and recs[1]["token_ids"]
+
+
+def test_inference_mode_keeps_verify_input_check():
+    """records=False reads verify's zero-probability check with the round's one device read: same error."""
+    from specdec.proposers import Proposal
+    from specdec.testing import random_pair
+
+    class Lying(DraftModelProposer):
+        def propose(self, gamma, **kw):
+            p = super().propose(gamma, **kw)
+            return Proposal(p.tokens, p.probs.scatter(-1, p.tokens[..., None], 0.0)[:, :gamma], p.hidden)
+
+    target, draft = random_pair(vocab_size=32)
+    for records in (True, False):
+        with pytest.raises(ValueError, match="probability 0"):
+            generate(target, Lying(draft), [[1, 2], [1]], gamma=2, max_new_tokens=4, records=records)
