@@ -215,6 +215,7 @@ class LM:
         k = tokens.shape[1]
         tail = k if valid is None else \
             int(valid.all(0).flip(0).long().cumprod(0).sum()) if valid.device.type == "cpu" else 0
+        real_tail = self.real_tail + k if tail == k else tail
         tokens = tokens.to(self.device)
         valid = torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid.to(self.device)
         vlong = valid.long()
@@ -224,7 +225,9 @@ class LM:
         start = time.perf_counter()
         out = self.model(
             input_ids=tokens.clamp(min=0),
-            attention_mask=mask,
+            # A mask without holes is left out (same attention): transformers reads a 2D mask's values to decide
+            # whether it may skip it, which is a device read per call on GPUs.
+            attention_mask=None if real_tail == mask.shape[1] else mask,
             position_ids=positions,
             cache=self.cache,
             use_cache=True,
@@ -237,7 +240,7 @@ class LM:
         self.calls += 1
         self.mask = mask
         self.next_pos = self.next_pos + vlong.sum(1)
-        self.real_tail = self.real_tail + k if tail == k else tail
+        self.real_tail = real_tail
         return logprobs, out.hidden_states[-1]
 
     def rollback(self, n: torch.Tensor) -> None:
@@ -268,7 +271,7 @@ class LM:
         """Reset and feed left-padded sequences (may be empty lists); returns their last hidden states [B, L, H]
         (None when nothing was fed)."""
         self.reset(len(sequences))
-        tokens, valid = pad_left(sequences, self.device)
+        tokens, valid = pad_left(sequences)  # host tensors: feed moves them and reads their validity free
         if tokens.shape[1]:
             return self.feed(tokens, valid)[1]
         return None
