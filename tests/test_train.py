@@ -184,14 +184,14 @@ def test_critic_advantage_trains_and_resumes_exactly(micro_trio, tmp_path):
     p = run(smoke_args(micro_trio, full, "algo.advantage=critic"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rows = metrics(full)
-    assert all(r["forks"] > 0 and r["critic_loss"] == r["critic_loss"] for r in rows)  # not NaN
+    assert all(r["forks"] > 0 and r["critic_loss"] is not None for r in rows)
     p = run(smoke_args(micro_trio, killed, "algo.advantage=critic", "fault.kill_at_step=1"))
     assert p.returncode == -9
     p = run(smoke_args(micro_trio, killed, "algo.advantage=critic", "resume=true"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     for ra, rb in zip(rows, metrics(killed)):
         for k in ra.keys() - TIMING_KEYS - {"time_forks"}:
-            assert ra[k] == rb[k] or (ra[k] != ra[k] and rb[k] != rb[k]), (ra["step"], k, ra[k], rb[k])
+            assert ra[k] == rb[k], (ra["step"], k, ra[k], rb[k])
 
 
 def test_forks_refuse_the_contrastive_target_with_a_clear_error(micro_trio, tmp_path):

@@ -291,7 +291,7 @@ class Trainer:
     def update_critic(self, b: RolloutBatch, f: ForkBatch | None, step: int) -> dict:
         """algo.advantage=critic: fit the gap critic on this step's forks (plus its buffer of earlier ones), then
         REINFORCE++ with the critic's per-token advantages TV_t (g(x_t) - lambda / T) at *every* valid token."""
-        critic_stats = {"critic_loss": math.nan, "critic_buffer": 0.0}
+        critic_stats = {"critic_loss": None, "critic_buffer": 0.0}
         if f is not None:
             i, t = f.row.to(self.device), f.pos.to(self.device)
             self.critic.add(b.h_q[i, t], b.h_p[i, t], b.feats[i, t], (f.g_plus - f.g_minus).to(self.device))
@@ -419,9 +419,10 @@ class Trainer:
             "clip_frac": upd["clip_frac"], "approx_kl": upd["approx_kl"], "grad_norm": upd["grad_norm"],
             "pg_loss": upd["pg_loss"], "w_recompute_gap": upd["w_recompute_gap"], "adv_scale": upd["adv_scale"],
             "decoded_tokens": self.decoded_tokens,  # cumulative, rollouts + forks (equal-compute comparisons)
-            "forks": upd.get("forks", 0.0), "fork_delta_mean": upd.get("fork_delta_mean", math.nan),
-            "fork_differ": upd.get("fork_differ", math.nan), "time_forks": b.stats.get("time_forks", 0.0),
-            "critic_loss": upd.get("critic_loss", math.nan), "critic_gap_mean": upd.get("critic_gap_mean", math.nan),
+            # fork / critic figures: null (not NaN, which never equals itself) where the estimator has none
+            "forks": upd.get("forks", 0.0), "fork_delta_mean": upd.get("fork_delta_mean"),
+            "fork_differ": upd.get("fork_differ"), "time_forks": b.stats.get("time_forks", 0.0),
+            "critic_loss": upd.get("critic_loss"), "critic_gap_mean": upd.get("critic_gap_mean"),
             "new_tokens": tot["new_tokens"], "tokens_per_s": tot["new_tokens"] / max(max_roll, 1e-9),
             "time_rollout": t_rollout, "time_reward": t_reward, "time_update": t_update, "time_step": t_step,
             "reward_ranks": rank_rewards,
