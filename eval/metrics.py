@@ -236,7 +236,7 @@ def validate_metrics(m: dict) -> None:
     for k in ("acceptance_rate", "rejection_rate", "truncation_rate", "tv_bias", "tv_pq", "mean_w", "mean_a", "tv_bias_tested",
               "tv_pq_tested"):
         v = m.get(k)
-        if isinstance(v, float) and not 0.0 <= v <= 1.0 + 1e-9:
+        if isinstance(v, float) and not 0.0 <= v <= 1.0 + 1e-4:  # float32 sums over a 151k vocabulary: ~1e-5
             problems.append(f"{k!r} must lie in [0, 1], got {v}")
     if problems:
         raise ValueError("invalid metrics.json: " + "; ".join(problems))
