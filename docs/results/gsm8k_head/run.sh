@@ -7,22 +7,22 @@ cd "$(dirname "$0")/../../.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-runs/results/gsm8k_head}
 N=${N:-300}
-BUDGET=${BUDGET:-600000}   # decoded tokens per trained head (rollouts + fork continuations)
+BUDGET=${BUDGET:-150000}   # decoded tokens per trained head (rollouts + fork continuations)
 mkdir -p "$OUT"
 
 # 1. baselines and the static sweep (one process) || the heads at equal compute (another)
-$PY eval/frontier.py task=gsm8k seed=1 eval.num_samples=$N eval.progress=false out_dir=$OUT/frontier_base \
+$PY eval/frontier.py task=gsm8k seed=1 eval.num_samples=$N eval.progress=false out_dir=$OUT/frontier_base resume=true \
   'frontier.grid=[0.0,0.25,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd,ar_target,lossy,cascade]' \
   > $OUT/frontier_base.log 2>&1 &
 $PY bench/advantages.py --task gsm8k --lam 0.1 --budget $BUDGET --eval-n $N --eval-seed 1 --out $OUT/adv \
-  --variants returns critic_greedy forks_greedy > $OUT/adv.log 2>&1
+  --variants critic_greedy returns forks_greedy > $OUT/adv.log 2>&1
 wait
 
 # 2. AutoJudge (mining on training prompts) || the lambda sweep of the chosen estimator
-( [ -f $OUT/autojudge/head/config.json ] || $PY train/autojudge.py task=gsm8k hydra.run.dir=$OUT/autojudge ) \
+( [ -f $OUT/autojudge/head/config.json ] || $PY train/autojudge.py task=gsm8k mine.prompts=${AJ_PROMPTS:-400} hydra.run.dir=$OUT/autojudge ) \
   && $PY eval/run.py task=gsm8k method=autojudge head=$OUT/autojudge/head seed=1 eval.num_samples=$N \
        out_dir=$OUT/autojudge_eval resume=true eval.progress=false > $OUT/autojudge.log 2>&1 &
-for lam in 0.03 0.3; do
+for lam in ${LAMS:-0.3}; do
   $PY bench/advantages.py --task gsm8k --lam $lam --budget $BUDGET --eval-n $N --eval-seed 1 --out $OUT/adv \
     --variants ${VARIANT:-critic_greedy} >> $OUT/adv.log 2>&1
 done
