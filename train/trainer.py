@@ -288,6 +288,35 @@ class Trainer:
                          seed=rollout_seed(self.cfg.seed, step, 7 + self.rank), cut_at_stop=cut_at_stop,
                          continuation=str(f.continuation))
 
+    def _branch_update(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor, w_old: torch.Tensor,
+                       w_ref: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, step: int) -> dict:
+        """REINFORCE++ epochs over the leading dimension (forks, or rollout rows whose valid tokens `mask` selects):
+        the clipped branch ratio (branch_clipped_loss) plus kl_coef * KL(Bern(w) || Bern(w_ref))."""
+        algo = self.algo
+        clip_eps = None if algo.clip_eps is None else float(algo.clip_eps)
+        self.head.train()
+        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
+        stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
+        for _ in range(int(algo.update_epochs)):
+            for mb in torch.randperm(len(adv), generator=g).chunk(int(algo.minibatches)):
+                mb = mb.to(self.device)
+                sel = mask[mb]
+                w = self.engine(h_q[mb], h_p[mb], feats[mb])[sel]
+                pg, clip_frac = branch_clipped_loss(w, w_old[mb][sel], adv[mb][sel], clip_eps)
+                kl = bernoulli_kl(w, w_ref[mb][sel]).mean()
+                self.engine.backward(pg + float(algo.kl_coef) * kl)
+                gn = _grad_norm(self.head)
+                self.engine.step()
+                if gn is None:
+                    gn = self.engine.get_global_grad_norm()
+                stats["pg_loss"] += pg.item()
+                stats["clip_frac"] += clip_frac.item()
+                stats["approx_kl"] += bernoulli_kl(w_old[mb][sel], w.detach()).mean().item()
+                stats["grad_norm"] += float(gn) if gn is not None else float("nan")
+                stats["updates"] += 1
+        k = max(stats.pop("updates"), 1)
+        return {key: v / k for key, v in stats.items()}
+
     def update_critic(self, b: RolloutBatch, f: ForkBatch | None, step: int) -> dict:
         """algo.advantage=critic: fit the gap critic on this step's forks (plus its buffer of earlier ones), then
         REINFORCE++ with the critic's per-token advantages TV_t (g(x_t) - lambda / T) at *every* valid token."""
@@ -307,30 +336,7 @@ class Trainer:
             mean, std = masked_global_mean_std(adv_raw, m)
             scale = float(torch.sqrt(mean * mean + std * std)) + 1e-8
             adv = adv_raw / scale
-        clip_eps = None if self.algo.clip_eps is None else float(self.algo.clip_eps)
-        self.head.train()
-        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
-        stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
-        N = m.shape[0]
-        for _ in range(int(self.algo.update_epochs)):
-            for mb in torch.randperm(N, generator=g).chunk(int(self.algo.minibatches)):
-                mb = mb.to(self.device)
-                mm = m[mb]
-                w = self.engine(b.h_q[mb], b.h_p[mb], b.feats[mb])
-                pg, clip_frac = branch_clipped_loss(w[mm], w_old[mb][mm], adv[mb][mm], clip_eps)
-                kl = bernoulli_kl(w[mm], w_ref[mb][mm]).mean()
-                self.engine.backward(pg + float(self.algo.kl_coef) * kl)
-                gn = _grad_norm(self.head)
-                self.engine.step()
-                if gn is None:
-                    gn = self.engine.get_global_grad_norm()
-                stats["pg_loss"] += pg.item()
-                stats["clip_frac"] += clip_frac.item()
-                stats["approx_kl"] += bernoulli_kl(w_old[mb][mm], w.detach()[mm]).mean().item()
-                stats["grad_norm"] += float(gn) if gn is not None else float("nan")
-                stats["updates"] += 1
-        k = max(stats.pop("updates"), 1)
-        stats = {key: v / k for key, v in stats.items()}
+        stats = self._branch_update(b.h_q, b.h_p, b.feats, w_old, w_ref, adv, m, step)
         with torch.no_grad():
             kl_sum = float((bernoulli_kl(self.head(b.h_q, b.h_p, b.feats), w_ref) * m).sum())
         stats.update({"w_recompute_gap": 0.0, "adv_scale": scale, "kl_sum": kl_sum, **critic_stats,
@@ -344,7 +350,6 @@ class Trainer:
     def update_forks(self, b: RolloutBatch, f: ForkBatch, step: int) -> dict:
         """REINFORCE++ on the fork advantages: the clipped ratio over the mixture's latent branch, KL to the
         initial head, advantages divided by their global scale (train/reinforce.py::branch_clipped_loss)."""
-        algo = self.algo
         i, t = f.row.to(self.device), f.pos.to(self.device)
         h_q, h_p, feats = b.h_q[i, t], b.h_p[i, t], b.feats[i, t]
         length = b.mask.sum(1)[i].to(torch.float32)
@@ -352,29 +357,8 @@ class Trainer:
             w_old = self.head(h_q, h_p, feats)
             w_ref = self.ref_head(h_q, h_p, feats)
             adv, scale = fork_advantages(f.delta.to(self.device), f.tv.to(self.device), length, self.lam)
-        clip_eps = None if algo.clip_eps is None else float(algo.clip_eps)
-        self.head.train()
-        g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
-        stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
         M = len(adv)
-        for _ in range(int(algo.update_epochs)):
-            for mb in torch.randperm(M, generator=g).chunk(int(algo.minibatches)):
-                mb = mb.to(self.device)
-                w = self.engine(h_q[mb], h_p[mb], feats[mb])
-                pg, clip_frac = branch_clipped_loss(w, w_old[mb], adv[mb], clip_eps)
-                kl = bernoulli_kl(w, w_ref[mb]).mean()
-                self.engine.backward(pg + float(algo.kl_coef) * kl)
-                gn = _grad_norm(self.head)
-                self.engine.step()
-                if gn is None:
-                    gn = self.engine.get_global_grad_norm()
-                stats["pg_loss"] += pg.item()
-                stats["clip_frac"] += clip_frac.item()
-                stats["approx_kl"] += bernoulli_kl(w_old[mb], w.detach()).mean().item()
-                stats["grad_norm"] += float(gn) if gn is not None else float("nan")
-                stats["updates"] += 1
-        k = max(stats.pop("updates"), 1)
-        stats = {key: v / k for key, v in stats.items()}
+        stats = self._branch_update(h_q, h_p, feats, w_old, w_ref, adv, torch.ones_like(adv, dtype=torch.bool), step)
         with torch.no_grad():
             w_new = self.head(h_q, h_p, feats)
         stats.update({
