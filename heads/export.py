@@ -91,7 +91,13 @@ def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = Non
         **meta,
     }
     (tmp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
-    if out_dir.exists():  # replace an older export only once the new one is complete
+    return replace_dir(tmp, out_dir)
+
+
+def replace_dir(tmp: Path, out_dir: Path) -> Path:
+    """Move a complete export directory `tmp` to `out_dir`, replacing an older export only once the new one is
+    complete (so a crash never leaves a half-written export under the final name)."""
+    if out_dir.exists():
         old = out_dir.with_name(out_dir.name + ".old")
         os.replace(out_dir, old)
         os.replace(tmp, out_dir)

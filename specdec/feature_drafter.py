@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -240,7 +239,7 @@ def _sha256(path: Path) -> str:
 
 def export_drafter(net: DrafterNet, out_dir: str | Path, target: dict, meta: dict | None = None) -> Path:
     """Write drafter.safetensors + config.json (format, architecture, the target's identity, meta) atomically."""
-    from heads.export import git_revision
+    from heads.export import git_revision, replace_dir
 
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -251,16 +250,7 @@ def export_drafter(net: DrafterNet, out_dir: str | Path, target: dict, meta: dic
     config = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "arch": net.cfg.to_dict(), "target": target,
               "weights_sha256": _sha256(tmp / WEIGHTS), "git_revision": git_revision(), **(meta or {})}
     (tmp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
-    if out_dir.exists():
-        old = out_dir.with_name(out_dir.name + ".old")
-        os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
-    else:
-        os.replace(tmp, out_dir)
-    return out_dir
+    return replace_dir(tmp, out_dir)
 
 
 def read_drafter_config(path: str | Path) -> dict:
