@@ -381,10 +381,13 @@ def run_all(cfg: DictConfig, out_dir: Path) -> list[dict]:
     for h in cfg.get("heads") or []:
         jobs.append(("diversed", method_config("diversed"), str(h)))
     results = []
+    proposer = cfg.frontier.get("proposer")
     for name, mcfg, head in jobs:
         c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
         if mcfg.get("gamma", 0) > 0:  # autoregressive baselines keep gamma = 0
             mcfg = {**mcfg, "gamma": gamma}
+        if proposer and "proposer" in mcfg:  # one proposer for the whole sweep (e.g. the feature drafter)
+            mcfg = {**mcfg, "proposer": proposer, "drafter": cfg.frontier.get("drafter")}
         c.method = OmegaConf.create(mcfg)
         c.head_path = head
         spec = build_method(name, models, c)

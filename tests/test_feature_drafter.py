@@ -259,3 +259,16 @@ def test_sampled_sd_feature_follows_the_target_distribution():
     tv = 0.5 * (counts / N - expected).abs().sum()
     assert stat.pvalue > 1e-4 and tv < 0.03, (stat.pvalue, float(tv))
     assert 0.05 < out.acceptance_rate < 0.98, out.acceptance_rate
+
+
+def test_frontier_sweep_over_one_proposer(micro_trio, drafter_run, tmp_path):
+    """frontier.proposer=feature puts every drafting method of the sweep on the drafter; AR baselines keep none."""
+    from eval.frontier import run_all
+
+    cfg = _compose_eval(micro_trio, "task=gsm8k", "eval.num_samples=2", "eval.batch_size=2", "eval.max_new_tokens=8",
+                        "eval.progress=false", "frontier.grid=[0.5]", "frontier.baselines=[ar_target,sd]",
+                        "frontier.proposer=feature", f"frontier.drafter={drafter_run['drafter']}")
+    rows = run_all(cfg, tmp_path)
+    by = {r["label"]: r for r in rows}
+    assert set(by) == {"ar_target", "sd[feature]", "static(w=0.50)[feature]"}
+    assert by["sd[feature]"]["acceptance_rate"] is not None and by["ar_target"]["acceptance_rate"] is None
