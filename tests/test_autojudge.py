@@ -1,5 +1,6 @@
 """The AutoJudge baseline: mining through the fork machinery, the judge's fit and threshold, the eval rule."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,11 @@ def test_autojudge_cli_mines_fits_and_exports(micro_trio, tmp_path):
     _, meta = load_head(run_dir / "head")
     assert meta["method"] == "autojudge" and 0.0 <= meta["threshold"] <= 1.0
     assert meta["autojudge"]["mining"]["forks"] > 0
+    mining = json.loads((run_dir / "mining.json").read_text())
+    assert mining["mined"] == mining["forks"] == meta["autojudge"]["mining"]["forks"]
+    assert mining["gap_plus"] + mining["gap_minus"] == round(mining["important_share"] * mining["mined"])
+    # the mined mismatches are kept before fitting: a rerun (e.g. after a failed fit) reuses them, mines nothing
+    p2 = subprocess.run(p.args, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                        env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
+    assert p2.returncode == 0 and "reusing" in p2.stdout, p2.stdout[-2000:] + p2.stderr[-2000:]
+    assert json.loads((run_dir / "mining.json").read_text())["mined"] == mining["mined"]

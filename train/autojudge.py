@@ -182,12 +182,30 @@ def main(cfg: DictConfig) -> None:
     prompts = [encode_prompt(tok, task.format_prompt(r, tokenizer=tok)) for r in ex.rows]
     refs = [task.reference(r) for r in ex.rows]
     opts = cfg.task.get("reward_opts")
-    t0 = time.perf_counter()
-    data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
-                per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
-                max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
-                temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed))
-    t_mine = time.perf_counter() - t0
+    # mining is the expensive part (hours on a real pair on CPU): saved before fitting, reused when present
+    mined = run_dir / "mined.pt"
+    if mined.exists():
+        data = torch.load(mined, weights_only=False)
+        t_mine = float(data["stats"].get("seconds", 0.0))
+        print(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
+    else:
+        t0 = time.perf_counter()
+        data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
+                    per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
+                    max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
+                    temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed))
+        t_mine = time.perf_counter() - t0
+        data["stats"]["seconds"] = t_mine
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = mined.with_suffix(".tmp")
+        torch.save(data, tmp)
+        tmp.replace(mined)
+    n, gap = len(data["label"]), data["gap"]
+    summary = {**data["stats"], "mined": n, "important_share": float(data["label"].mean()) if n else None,
+               "gap_plus": int((gap > 0).sum()) if n else 0, "gap_minus": int((gap < 0).sum()) if n else 0,
+               "mean_tv": float(data["tv"].mean()) if n else None, "data": ex.label}
+    (run_dir / "mining.json").write_text(json.dumps(summary, indent=2))
+    print(f"[autojudge] mining: {json.dumps(summary)}")
     hcfg = HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
                       num_features=len(PAIR_FEATURES) if cfg.head.features else 0, arch=cfg.head.arch,
                       mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden, normalize=cfg.head.normalize,
