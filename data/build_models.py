@@ -63,6 +63,9 @@ class Train:
     sample_frac: float = 0.0  # share of each batch made of target samples, always trained with KL to the target
     mix: dict | None = None  # task mixture; None = TASK_MIX
     style: str = "a"  # wording style of the gold completions this model learns from (data/synthetic.py)
+    # start from the target, structurally pruned (as Llama-3.2-1B and Minitron were made from their big models):
+    # keep these target layers, and in each the `arch.mlp` MLP neurons of largest weight norm; None = random init
+    prune_layers: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -90,6 +93,11 @@ FULL = Recipe(
     train_draft=Train(steps=2400, batch=16, lr=3e-3, style="b"),
     train_amateur=Train(steps=300, batch=16, lr=5e-3),
 )
+# The draft cut out of the trained target (layers 0 and 2, half its MLP neurons; c ~ 0.52) and trained on its own
+# corpus, as Llama-3.2-1B and Minitron were pruned from their big models: a candidate for a more competent draft
+# (docs/results/calibration.md). `python -m data.build_models --recipe pruned --out DIR`.
+PRUNED = replace(FULL, draft=Arch(hidden=96, layers=2, heads=4, mlp=128),
+                 train_draft=Train(steps=3000, batch=16, lr=1e-3, style="b", prune_layers=(0, 2)))
 MICRO = Recipe(
     target=Arch(hidden=32, layers=2, heads=2, mlp=64),
     draft=Arch(hidden=16, layers=1, heads=2, mlp=32),
@@ -101,6 +109,7 @@ MICRO = Recipe(
     samples=8,
     ckpt_every=5,
 )
+RECIPES = {"full": FULL, "pruned": PRUNED, "micro": MICRO}
 
 
 # ------------------------------------------------------------------ models
@@ -185,6 +194,10 @@ def train_model(
         return json.loads(done.read_text())
     torch.manual_seed(seed * 1000 + MODEL_NAMES.index(name))
     model = LlamaForCausalLM(make_config(arch))
+    if tr.prune_layers is not None:
+        if teacher is None:
+            raise ValueError(f"{name}: prune_layers needs the trained target")
+        model.load_state_dict(pruned_state(teacher, arch, tr.prune_layers))
     opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, weight_decay=tr.weight_decay, betas=(0.9, 0.98))
     ckpt = out / f"{name}.ckpt.pt"
     start, elapsed, tokens = 0, 0.0, 0
@@ -238,6 +251,32 @@ def train_model(
     if ckpt.exists():
         ckpt.unlink()
     return rec
+
+
+@torch.no_grad()
+def pruned_state(teacher: LlamaForCausalLM, arch: Arch, keep: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """A state dict for `arch` cut out of the target: layers `keep` in order, in each the arch.mlp MLP neurons with
+    the largest |down column|·(|gate row| + |up row|); embeddings, norms and attention copied as they are."""
+    t = teacher.config
+    if arch.hidden != t.hidden_size or arch.heads != t.num_attention_heads or len(keep) != arch.layers:
+        raise ValueError(f"pruning keeps width and heads ({t.hidden_size}, {t.num_attention_heads}) and needs one "
+                         f"kept layer per draft layer; got {arch} and layers {keep}")
+    if max(keep) >= t.num_hidden_layers or arch.mlp > t.intermediate_size:
+        raise ValueError(f"cannot keep layers {keep} / {arch.mlp} neurons of a {t.num_hidden_layers}-layer target "
+                         f"with MLP {t.intermediate_size}")
+    src = teacher.state_dict()
+    out = {k: v.clone() for k, v in src.items() if ".layers." not in k}
+    for i, j in enumerate(keep):
+        pre, new = f"model.layers.{j}.", f"model.layers.{i}."
+        for k, v in src.items():
+            if k.startswith(pre) and ".mlp." not in k:
+                out[new + k[len(pre):]] = v.clone()
+        g, u, d = (src[f"{pre}mlp.{n}_proj.weight"] for n in ("gate", "up", "down"))
+        idx = (d.norm(dim=0) * (g.norm(dim=1) + u.norm(dim=1))).topk(arch.mlp).indices.sort().values
+        out[f"{new}mlp.gate_proj.weight"] = g[idx].clone()
+        out[f"{new}mlp.up_proj.weight"] = u[idx].clone()
+        out[f"{new}mlp.down_proj.weight"] = d[:, idx].clone()
+    return out
 
 
 @torch.no_grad()
@@ -339,13 +378,14 @@ def main() -> None:
     ap.add_argument("--out", default=None, help=f"output directory (default: ${ENV_VAR} or {DEFAULT_DIR})")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--micro", action="store_true", help="build the micro trio used by tests")
+    ap.add_argument("--recipe", choices=sorted(RECIPES), default="full", help="which recipe (default full)")
     ap.add_argument("--target-steps", type=int, default=None, help="override the target's training steps")
     ap.add_argument("--draft-steps", type=int, default=None, help="override the draft's training steps")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    recipe = MICRO if args.micro else FULL
+    recipe = MICRO if args.micro else RECIPES[args.recipe]
     if args.target_steps:
         recipe = replace(recipe, train_target=replace(recipe.train_target, steps=args.target_steps))
     if args.draft_steps:

@@ -99,6 +99,38 @@ def test_distillation_on_samples_only_trains_gold_rows_with_cross_entropy(tmp_pa
     assert calls == [2, 2, 2] and rec["tokens_seen"] > 0
 
 
+def test_pruned_draft_is_cut_out_of_the_target(tmp_path):
+    """prune_layers: keeping every layer and neuron reproduces the target exactly; a pruned draft keeps the chosen
+    layers' attention and the MLP neurons of largest norm, and trains from there; bad shapes are refused."""
+    torch.manual_seed(0)
+    target = bm.LlamaForCausalLM(bm.make_config(bm.MICRO.target)).eval()
+    ids = torch.randint(4, 50, (2, 12))
+    full = bm.LlamaForCausalLM(bm.make_config(bm.MICRO.target)).eval()
+    full.load_state_dict(bm.pruned_state(target, bm.MICRO.target, (0, 1)))
+    assert torch.allclose(full(input_ids=ids).logits, target(input_ids=ids).logits, atol=1e-6)
+
+    arch = bm.Arch(hidden=32, layers=1, heads=2, mlp=16)
+    st = bm.pruned_state(target, arch, (1,))
+    src = target.state_dict()
+    assert torch.equal(st["model.layers.0.self_attn.q_proj.weight"], src["model.layers.1.self_attn.q_proj.weight"])
+    d = src["model.layers.1.mlp.down_proj.weight"]
+    norms = d.norm(dim=0) * (src["model.layers.1.mlp.gate_proj.weight"].norm(dim=1)
+                             + src["model.layers.1.mlp.up_proj.weight"].norm(dim=1))
+    kept = norms.topk(16).indices.sort().values
+    assert torch.equal(st["model.layers.0.mlp.down_proj.weight"], d[:, kept])
+    with pytest.raises(ValueError, match="one kept layer per draft layer"):
+        bm.pruned_state(target, arch, (0, 1))
+    with pytest.raises(ValueError, match="cannot keep"):
+        bm.pruned_state(target, arch, (5,))
+
+    pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
+    tr = replace(bm.MICRO.train_draft, steps=2, sample_frac=0.0, prune_layers=(1,))
+    bm.train_model("draft", arch, tr, pools, tmp_path, 0, ckpt_every=100, teacher=target, progress=False)
+    with pytest.raises(ValueError, match="needs the trained target"):
+        bm.train_model("amateur", arch, tr, pools, tmp_path, 0, ckpt_every=100, progress=False)
+    assert (tmp_path / "draft" / "DONE").exists() and bm.RECIPES["pruned"].train_draft.prune_layers == (0, 2)
+
+
 def _weights(d: Path, name: str) -> dict:
     return AutoModelForCausalLM.from_pretrained(d / name).state_dict()
 
