@@ -32,6 +32,12 @@ def test_fit_recovers_a_separable_judge_and_its_threshold_keeps_the_recall():
     assert set(w.unique().tolist()) <= {0.0, 1.0}
     with pytest.raises(ValueError, match="only 3 mismatches"):
         fit(head, {k: v[:3] for k, v in data.items()}, steps=1, lr=0.1, holdout=0.2, recall=0.9, seed=0)
+    # no important mismatch at all (a real pair whose swaps never flip the outcome): tau = 1 flags nothing,
+    # and the recall is None (strict JSON), not NaN
+    calm = {**data, "label": torch.zeros(n)}
+    rep = fit(head, calm, steps=5, lr=0.05, holdout=0.25, recall=0.9, seed=0)
+    assert rep["threshold"] == 1.0 and rep["heldout_recall"] is None and rep["heldout_flagged"] == 0.0
+    json.dumps(rep, allow_nan=False)
 
 
 def test_mining_labels_are_reward_changes_of_greedy_swaps(micro_trio):

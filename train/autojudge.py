@@ -153,7 +153,8 @@ def fit(head, data: dict, *, steps: int, lr: float, holdout: float, recall: floa
     flagged = prob >= tau
     return {
         "threshold": tau, "train": int(len(tr)), "heldout": int(n_val), "important_share": float(y.mean()),
-        "heldout_recall": float(flagged[imp].float().mean()) if imp.any() else float("nan"),
+        # None (not NaN: the report is strict JSON) when no held-out mismatch was important
+        "heldout_recall": float(flagged[imp].float().mean()) if imp.any() else None,
         "heldout_flagged": float(flagged.float().mean()),
         "heldout_accuracy": float((flagged == imp).float().mean()), "final_loss": float(loss.detach()),
     }
@@ -223,9 +224,12 @@ def main(cfg: DictConfig) -> None:
     export = run_dir / "head"
     export_head(head, export, meta)
     (run_dir / "autojudge.json").write_text(json.dumps(report, indent=2))
+    rec = report["heldout_recall"]
     print(f"[autojudge] mined {data['stats']['forks']} mismatches ({report['important_share']:.1%} important) from "
           f"{len(prompts)} prompts in {t_mine:.0f}s; threshold {report['threshold']:.3f} keeps "
-          f"{report['heldout_recall']:.1%} of held-out important ones, flags {report['heldout_flagged']:.1%}")
+          + (f"{rec:.1%} of held-out important ones" if rec is not None else
+             "- (no important mismatch among the held-out ones: tau = 1 accepts every mismatch; mine more prompts)")
+          + f", flags {report['heldout_flagged']:.1%}")
     print(f"[autojudge] exported head: {export}")
 
 
