@@ -146,9 +146,14 @@ def _cascade(models: Models, cfg: DictConfig) -> MethodSpec:
 
 
 def head_label(path: str | Path, meta: dict) -> str:
-    """Short name of a head: its lambda when the export records one, else its directory name."""
+    """Short name of a head: its lambda (and its advantage estimator unless the default, returns) when the export
+    records them, else its directory name. Two heads must not share a label: it names the run directory that
+    resume=true would take as already done."""
     lam = head_lambda(meta)
-    return f"λ={lam:g}" if lam is not None else Path(path).name
+    if lam is None:
+        return Path(path).name
+    adv = meta.get("advantage")
+    return f"λ={lam:g}" + (f",{adv}" if adv and adv != "returns" else "")
 
 
 def _find(meta: dict, key: str) -> Any:

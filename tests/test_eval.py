@@ -325,3 +325,14 @@ def test_specbench_speed_and_acceptance_per_category(micro_trio, shared_dir, tmp
     assert sum(c["num_samples"] for c in m["per_category"].values()) == 6
     assert all(c["tokens_per_second"] and c["acceptance_rate"] is not None for c in m["per_category"].values())
     assert "Per category" in (tmp_path / "table.md").read_text()
+
+
+def test_head_labels_tell_estimators_apart():
+    """Two heads of one λ trained with different advantage estimators get different labels (= run directories),
+    so resume=true can never take one head's finished run for the other's."""
+    from eval.methods import head_label
+
+    assert head_label("a/head", {"lambda": 0.1, "advantage": "returns"}) == "λ=0.1"
+    assert head_label("b/head", {"lambda": 0.1, "advantage": "forks"}) == "λ=0.1,forks"
+    assert head_label("c/head", {"lambda": 0.1}) == "λ=0.1"
+    assert head_label("d/myhead", {}) == "myhead"
