@@ -101,6 +101,26 @@ def _nan_to_none(x: Any) -> Any:
 TOKEN_SUMS = ("tv_bias", "tv_pq", "w", "tv_bias_tested", "tv_pq_tested")
 
 
+def _tested_in_output(s: dict) -> tuple[int, int]:
+    """(tested positions, rejections) of a sample, counting only positions that are in its output.
+
+    In a row's last round `verify` also tests the drafts after an EOS (or past max_new_tokens) inside the accepted
+    prefix; those positions are not output tokens, so the per-token sums (TV, bias, w) do not cover them. When the
+    last round kept k <= accepted tokens (k from `new_tokens`), it counts k tested positions and no rejection, so
+    that the identity rejection + bias = TV is checked on one set of positions. (Acceptance and L keep every
+    verified draft: that is the work the engine did.)
+    """
+    acc, dr = [int(x) for x in s["accepted"]], [int(x) for x in s["drafted"]]
+    n = s.get("new_tokens")
+    if n is not None and acc and dr[-1] > 0:
+        before = sum(k + 1 if d > 0 else 1 for k, d in zip(acc[:-1], dr[:-1]))
+        kept = int(n) - before
+        if 0 < kept <= acc[-1]:
+            acc[-1], dr[-1] = kept, kept
+    rejections = sum(k < d for k, d in zip(acc, dr) if d > 0)
+    return sum(k for k, d in zip(acc, dr) if d > 0) + rejections, rejections
+
+
 def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
     """Acceptance statistics pooled over the rounds of all samples.
 
@@ -114,7 +134,11 @@ def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
     a: list[list[float]] = []
     beta: list[list[float]] = []
     sums = {k: [0.0, 0] for k in TOKEN_SUMS}
+    tested_rej = [0, 0]
     for s in samples:
+        t, rj = _tested_in_output(s)
+        tested_rej[0] += t
+        tested_rej[1] += rj
         for acc, dr, ai, bi in zip(s["accepted"], s["drafted"], s["a"], s["beta"]):
             if dr <= 0:  # an autoregressive step (gamma = 0): no drafts to score
                 continue
@@ -127,8 +151,7 @@ def acceptance_metrics(samples: Iterable[dict]) -> dict[str, Any]:
             sums[k][1] += s.get(f"{k}_n", 0)
     acc_a, dr_a = np.asarray(accepted, dtype=np.float64), np.asarray(drafted, dtype=np.float64)
     rounds = len(accepted)
-    rejections = float(np.sum(acc_a < dr_a))
-    trials = float(acc_a.sum()) + rejections  # positions whose draft was actually tested
+    trials, rejections = float(tested_rej[0]), float(tested_rej[1])  # tested positions that are in the outputs
     mean_l = float(acc_a.mean()) if rounds else float("nan")
     flat_a = np.concatenate([np.asarray(x) for x in a]) if a else np.zeros(0)
     out = {

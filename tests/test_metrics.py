@@ -154,3 +154,44 @@ def test_validate_metrics_names_the_problem():
     with pytest.raises(ValueError, match="missing 'task_score'"):
         validate_metrics({"method": "sd"})
     assert "| method |" in markdown_table([{"label": "sd", "task_score": None}])
+
+
+def test_a_last_round_cut_at_eos_is_not_a_rejection():
+    """verify also tests drafts after an EOS inside the accepted prefix; they are not output tokens, so the last
+    round counts only the tokens the row kept (new_tokens): here 3 + 1 kept before, 2 in the last round."""
+    s = {"accepted": [3, 4], "drafted": [4, 4], "a": [[0.9] * 4, [0.8] * 4], "beta": [[1.0] * 4, [1.0] * 4],
+         "new_tokens": 6}
+    m = acceptance_metrics([s])
+    assert m["tested"] == 6 and m["rejection_rate"] == pytest.approx(1 / 6)  # 3 + 1 rejection, then 2 kept
+    assert m["drafted"] == 8 and m["accepted"] == 7  # acceptance keeps every verified draft (the engine's work)
+    # a last round that ended by a rejection (and its correction token) is left as it is
+    m2 = acceptance_metrics([{**s, "accepted": [3, 1], "new_tokens": 4 + 2}])
+    assert m2["tested"] == 6 and m2["rejection_rate"] == pytest.approx(2 / 6)
+    # without new_tokens (older samples) nothing is clipped
+    m3 = acceptance_metrics([{k: v for k, v in s.items() if k != "new_tokens"}])
+    assert m3["tested"] == 8 and m3["rejection_rate"] == pytest.approx(1 / 8)
+
+
+def test_tested_positions_match_the_per_token_records():
+    """A real decode: the rounds' tested positions equal the per-token records' tested positions in every row
+    (before the clip they differed in every row that ended by EOS inside an accepted draft)."""
+    import torch
+
+    from eval.run import row_record
+    from specdec import LM, StaticEnsembleRule, generate
+    from specdec.proposers import DraftModelProposer
+    from specdec.testing import random_llama
+
+    target = random_llama(vocab_size=12, hidden=16, layers=1, seed=0, init_std=0.3)
+    draft = random_llama(vocab_size=12, hidden=16, layers=1, seed=1, init_std=0.3)
+    prompts = [[1, 2, 3], [4, 5], [6, 7, 8, 9]] * 4
+    out = generate(LM(target), DraftModelProposer(LM(draft)), prompts, rule=StaticEnsembleRule(0.5), gamma=4,
+                   max_new_tokens=30, temperature=1.0, eos_token_id=0, generator=torch.Generator().manual_seed(3))
+    assert sum(f == "eos" for f in out.finish_reason) >= 3
+    cut = 0
+    for b in range(len(prompts)):
+        s = row_record(out, b, 4)
+        raw = sum(k + (k < d) for k, d in zip(s["accepted"], s["drafted"]) if d > 0)
+        cut += raw != s["tv_pq_tested_n"]
+        assert acceptance_metrics([s])["tested"] == s["tv_pq_tested_n"], b
+    assert cut > 0  # the decode did end rows inside accepted drafts, so the clip was exercised
