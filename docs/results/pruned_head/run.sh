@@ -25,6 +25,8 @@ for lam in ${LAMS:-1.0 3.0}; do  # the returns head over lambda (per token)
   [ -f $OUT/head_returns_lam${lam%.0}/head/config.json ] || $PY train/run.py task=gsm8k lambda=$lam model.dir=$DIR \
     logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam${lam%.0}
 done
+[ -f $OUT/head_returns_lam3_s2/head/config.json ] || $PY train/run.py task=gsm8k lambda=3.0 seed=2 model.dir=$DIR \
+  logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam3_s2   # a second training seed at lambda 3
 # 2. static sweep, baselines, the heads and AutoJudge on the same held-out prompts
 $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
   out_dir=$OUT/frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd,ar_target]' \
@@ -33,5 +35,7 @@ $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.p
   hydra.run.dir=$OUT/autojudge
 $PY eval/run.py task=gsm8k model.dir=$DIR method=autojudge head=$OUT/autojudge/head seed=1 eval.num_samples=$N \
   eval.progress=false resume=true out_dir=$OUT/autojudge_eval
+$PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
+  out_dir=$OUT/frontier_s2 'frontier.grid=[]' 'frontier.baselines=[]' "heads=[$OUT/head_returns_lam3_s2/head]"
 # 3. one table and one picture from all of it
 $PY eval/frontier.py "frontier.from_dirs=[$OUT/frontier,$OUT/autojudge_eval]" out_dir=docs/results/pruned_head
