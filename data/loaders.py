@@ -51,8 +51,13 @@ def load_examples(
     split: str = "test",
     n: int | None = None,
     seed: int = 0,
+    holdout: Any = None,
 ) -> Examples:
-    """Rows of `task` in its public schema. n: a seeded sample of n rows (original order kept) when given."""
+    """Rows of `task` in its public schema. n: a seeded sample of n rows (original order kept) when given.
+
+    holdout: {n, seed} (file data only): first drop the rows that an evaluation drawing n rows with data seed `seed`
+    from the same file uses (eval/run.py: eval.num_samples, task.data.seed), so that training prompts are disjoint
+    from them. Synthetic and hub data need none: their train and test splits differ."""
     task = get_task(task) if isinstance(task, str) else task
     if source not in SOURCES:
         raise DataError(f"data.source={source!r} is not one of {', '.join(SOURCES)}")
@@ -60,7 +65,12 @@ def load_examples(
         raise DataError(f"data.n must be >= 0 or null, got {n}")
     if path is not None and str(path) != "":
         rows = read_file(task, Path(path).expanduser())
-        return Examples(_subsample(rows, n, seed), "real", f"file:{Path(path).expanduser()}")
+        label = f"file:{Path(path).expanduser()}"
+        if holdout is not None:
+            rows, label = _drop_holdout(rows, holdout), f"{label} minus holdout(n={holdout['n']}, seed={holdout['seed']})"
+        return Examples(_subsample(rows, n, seed), "real", label)
+    if holdout is not None:
+        raise DataError("data.holdout needs data.path: synthetic and hub data have separate train and test splits")
     if source == "synthetic":
         return _synthetic(task, split, n, seed)
     if source == "file" or (source == "auto" and task.hub_id is None):
@@ -208,6 +218,17 @@ def _subsample(rows: list[dict], n: int | None, seed: int) -> list[dict]:
         return rows
     keep = sorted(random.Random(seed).sample(range(len(rows)), int(n)))
     return [rows[i] for i in keep]
+
+
+def _drop_holdout(rows: list[dict], holdout: Any) -> list[dict]:
+    try:
+        hn, hseed = int(holdout["n"]), int(holdout["seed"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise DataError(f"data.holdout must be {{n: <int>, seed: <int>}}, got {holdout!r}") from e
+    if hn < 0:
+        raise DataError(f"data.holdout.n must be >= 0, got {hn}")
+    held = set(range(len(rows))) if hn >= len(rows) else set(random.Random(hseed).sample(range(len(rows)), hn))
+    return [r for i, r in enumerate(rows) if i not in held]
 
 
 # ---------------------------------------------------------------- other sources

@@ -96,3 +96,9 @@ def test_autojudge_cli_mines_fits_and_exports(micro_trio, tmp_path):
                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
     assert p2.returncode == 0 and "reusing" in p2.stdout, p2.stdout[-2000:] + p2.stderr[-2000:]
     assert json.loads((run_dir / "mining.json").read_text())["mined"] == mining["mined"]
+    # ... but never mismatches mined with other settings: a clear error, and the file is left as it was
+    before = (run_dir / "mined.pt").read_bytes()
+    p3 = subprocess.run([*p.args[:-1], "mine.per_prompt=2", p.args[-1]], cwd=ROOT, capture_output=True, text=True,
+                        timeout=300, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
+    assert p3.returncode != 0 and "was mined with other settings (mine differ" in p3.stderr, p3.stderr[-2000:]
+    assert (run_dir / "mined.pt").read_bytes() == before

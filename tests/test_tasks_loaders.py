@@ -111,6 +111,22 @@ def test_subsample_is_seeded_and_keeps_order(tmp_path):
     assert len(load_examples("gsm8k", path=src, n=500).rows) == 50
 
 
+def test_holdout_drops_exactly_the_rows_an_evaluation_draws(tmp_path):
+    src = tmp_path / "many.jsonl"
+    src.write_text("".join(f'{{"question": "q{i}", "answer": "#### {i}"}}\n' for i in range(50)))
+    evaluated = {r["question"] for r in load_examples("gsm8k", path=src, n=16, seed=0).rows}  # eval/run.py's draw
+    train = load_examples("gsm8k", path=src, n=None, seed=3, holdout={"n": 16, "seed": 0})
+    names = {r["question"] for r in train.rows}
+    assert len(names) == 34 and not names & evaluated and names | evaluated == {f"q{i}" for i in range(50)}
+    assert "holdout(n=16, seed=0)" in train.source
+    # another data seed holds out other rows
+    assert {r["question"] for r in load_examples("gsm8k", path=src, holdout={"n": 16, "seed": 1}).rows} != names
+    with pytest.raises(DataError, match="needs data.path"):
+        load_examples("gsm8k", source="synthetic", holdout={"n": 16, "seed": 0})
+    with pytest.raises(DataError, match="data.holdout must be"):
+        load_examples("gsm8k", path=src, holdout={"n": 16})
+
+
 def _no_hub(*args, **kwargs):
     raise AssertionError("datasets.load_dataset must not be called when the hub is known to be unavailable")
 

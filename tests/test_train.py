@@ -178,6 +178,22 @@ def test_forks_advantage_trains_and_stops_at_the_decoded_token_budget(micro_trio
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == f"step{len(rows):06d}"
 
 
+def test_max_minutes_stops_after_the_step_that_spends_it_and_holds_over_resume(micro_trio, tmp_path):
+    """train.max_minutes counts the steps' wall time over resumes: a run stops (checkpoint + export) after the step
+    that spends it, and resuming the spent run with more steps decodes nothing more."""
+    run_dir = tmp_path / "timed"
+    p = run(smoke_args(micro_trio, run_dir, "train.steps=50", "train.max_minutes=0.0001"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert "train.max_minutes=0.0001 reached after step 1" in p.stdout and len(rows) == 1
+    assert rows[0]["train_seconds"] > 0.006
+    load_head(run_dir / "head")
+    assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step000001"
+    p = run(smoke_args(micro_trio, run_dir, "train.steps=50", "train.max_minutes=0.0001", "resume=true"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert len(metrics(run_dir)) == 1
+
+
 def test_critic_advantage_trains_and_resumes_exactly(micro_trio, tmp_path):
     """algo.advantage=critic: the critic (and its buffer) are checkpointed, so kill + resume equals a full run."""
     full, killed = tmp_path / "full", tmp_path / "killed"

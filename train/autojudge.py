@@ -179,14 +179,24 @@ def main(cfg: DictConfig) -> None:
     models = Models({**OmegaConf.to_container(cfg.model, resolve=True), "device": cfg.device, "dtype": cfg.dtype})
     tok = models.tokenizer
     ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
-                       n=cfg.mine.prompts, seed=cfg.seed)
+                       n=cfg.mine.prompts, seed=cfg.seed, holdout=cfg.data.get("holdout"))
     prompts = [encode_prompt(tok, task.format_prompt(r, tokenizer=tok)) for r in ex.rows]
     refs = [task.reference(r) for r in ex.rows]
     opts = cfg.task.get("reward_opts")
     # mining is the expensive part (hours on a real pair on CPU): saved before fitting, reused when present
     mined = run_dir / "mined.pt"
+    signature = {"task": task.name, "data": ex.source, "models": models.names(), "seed": int(cfg.seed),
+                 "temperature": float(cfg.temperature), "mine": OmegaConf.to_container(cfg.mine, resolve=True)}
     if mined.exists():
         data = torch.load(mined, weights_only=False)
+        old = data.get("signature")
+        if old is None:
+            print(f"[autojudge] warning: {mined} carries no signature (mined by an older version): reusing it as is")
+        elif old != signature:
+            diff = sorted(k for k in signature.keys() | old.keys() if old.get(k) != signature.get(k))
+            raise ValueError(f"{mined} was mined with other settings ({', '.join(diff)} differ: "
+                             f"{ {k: old.get(k) for k in diff} } vs now { {k: signature.get(k) for k in diff} }); "
+                             "use another run directory, or move that file away to mine again")
         t_mine = float(data["stats"].get("seconds", 0.0))
         print(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
     else:
@@ -197,6 +207,7 @@ def main(cfg: DictConfig) -> None:
                     temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed))
         t_mine = time.perf_counter() - t0
         data["stats"]["seconds"] = t_mine
+        data["signature"] = signature
         run_dir.mkdir(parents=True, exist_ok=True)
         tmp = mined.with_suffix(".tmp")
         torch.save(data, tmp)

@@ -8,6 +8,7 @@ TV(p_t, q_t), and the head's inputs h^q_t, h^p_t, feats_t.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,15 +47,20 @@ class RolloutBatch:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-def cut_at_stop(tokenizer: Any, tokens: list[int], stops: tuple[str, ...]) -> tuple[str, int]:
-    """(completion text cut before the first stop string, number of tokens to keep: up to the stop's end)."""
+def cut_at_stop(tokenizer: Any, tokens: list[int], stops: tuple[str, ...],
+                chat_stop: str | None = None) -> tuple[str, int]:
+    """(completion text, number of tokens to keep): cut before the first stop string, or after the chat stop's
+    match (e.g. a closed code block, as eval/run.py ends chat rows), whichever comes first; the tokens kept run up
+    to the one that completes the cut."""
     text = tokenizer.decode(tokens, skip_special_tokens=True)
-    hits = [(text.find(s), s) for s in stops if s and s in text]
-    if not hits:
+    cuts = [(text.find(s), text.find(s) + len(s)) for s in stops if s and s in text]  # (text cut, token end)
+    m = re.search(chat_stop, text, re.S) if chat_stop else None
+    if m:
+        cuts.append((m.end(), m.end()))
+    if not cuts:
         return text, len(tokens)
-    pos, s = min(hits)
-    end = pos + len(s)
-    for k in range(1, len(tokens) + 1):  # tokens up to the one that completes the stop string
+    pos, end = min(cuts)
+    for k in range(1, len(tokens) + 1):
         if len(tokenizer.decode(tokens[:k], skip_special_tokens=True)) >= end:
             return text[:pos], k
     return text[:pos], len(tokens)
@@ -71,25 +77,32 @@ def rollout(
     max_new_tokens: int,
     temperature: float,
     stops: tuple[str, ...] = (),
+    chat_stop: str | None = None,
     generator: torch.Generator | None = None,
 ) -> RolloutBatch:
-    """Decode the prompts (token ids) with the head in the loop; returns the per-token training records."""
+    """Decode the prompts (token ids) with the head in the loop; returns the per-token training records.
+    chat_stop: a row ends once its text matches this pattern (the task's, for chat models), as in evaluation."""
     if temperature <= 0:
         raise ValueError("training rollouts need sampling (temperature > 0): greedy decoding has no policy gradient")
     rule = make_rule(head, target_cfg)
+    tok = models.tokenizer
+    extra = {}
+    if chat_stop:
+        pattern = re.compile(chat_stop, re.S)
+        extra["stop"] = lambda toks: pattern.search(tok.decode(toks, skip_special_tokens=True)) is not None
     start = time.perf_counter()
     out = generate(
         models.target, DraftModelProposer(models.draft), prompts, rule=rule, gamma=gamma,
         max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=models.tokenizer.eos_token_id,
         amateur=models.amateur if target_cfg["kind"] == "contrastive" else None, generator=generator,
-        record_hidden=True,
+        record_hidden=True, **extra,
     )
     seconds = time.perf_counter() - start
     rec = out.records
     mask = rec["token_mask"].clone()
     texts = []
     for i, toks in enumerate(out.tokens):
-        text, keep = cut_at_stop(models.tokenizer, toks, stops)
+        text, keep = cut_at_stop(tok, toks, stops, chat_stop)
         mask[i, keep:] = False
         texts.append(text)
     # every emitted token under a head rule has a proposal prob (q at the bonus position too)

@@ -4,6 +4,7 @@ and the final export. Every rank runs this; rank 0 alone writes logs and the exp
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import os
@@ -78,7 +79,7 @@ class Trainer:
         import deepspeed
 
         from data.loaders import load_examples
-        from data.tasks import get_task
+        from data.tasks import get_task, is_chat
 
         self.cfg, self.run_dir, self.device, self.rank, self.world = cfg, run_dir, device, rank, world
         self.lam = float(cfg["lambda"])
@@ -112,8 +113,10 @@ class Trainer:
             self.models.amateur  # noqa: B018
         tok = self.models.tokenizer
         ex = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
-                           n=cfg.data.n_train, seed=cfg.seed)
+                           n=cfg.data.n_train, seed=cfg.seed, holdout=cfg.data.get("holdout"))
         self.data_label = ex.label
+        # chat models end a row at the task's chat stop (a closed code block), exactly as eval/run.py does
+        self.chat_stop = self.task.chat_stop if self.task.chat_stop and is_chat(tok) else None
         self.prompts = [encode_prompt(tok, self.task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
         self.refs = [self.task.reference(row) for row in ex.rows]
         if not self.prompts:
@@ -135,6 +138,7 @@ class Trainer:
                                                config=deepspeed_config(cfg))
         self.baseline: float | None = None  # plain REINFORCE's moving baseline
         self.decoded_tokens = 0  # all tokens generated so far, rollouts and forks: the compute budget's unit
+        self.train_seconds = 0.0  # wall time of all steps so far, over resumes (train.max_minutes)
         self.start_step = 0
         self.ckpt_root = run_dir / "checkpoints"
         self._maybe_resume()
@@ -167,6 +171,7 @@ class Trainer:
         self.start_step = int(state["step"])
         self.baseline = state.get("baseline")
         self.decoded_tokens = int(state.get("decoded_tokens", 0))
+        self.train_seconds = float(state.get("train_seconds", 0.0))
         if self.critic is not None:
             self.critic.load_state_dict(state["critic"])
         self.ref_head.load_state_dict(state["ref_head"])
@@ -191,7 +196,7 @@ class Trainer:
         self.head.eval()
         batch = rollout(self.models, self.head, prompts, target_cfg=self.target_cfg, gamma=r.gamma,
                         max_new_tokens=self.max_new_tokens, temperature=r.temperature,
-                        stops=tuple(self.task.stop), generator=gen)
+                        stops=tuple(self.task.stop), chat_stop=self.chat_stop, generator=gen)
         t_rollout = time.perf_counter() - t_start
         if cfg.fault.kill_at_step is not None and step == cfg.fault.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the resume test: die mid-step
@@ -285,7 +290,8 @@ class Trainer:
         return run_forks(self.models, make_rule(self.head, self.target_cfg), prompts, b.tokens, positions,
                          score_fn=score_fn, lam=self.lam, gamma=int(r.gamma), max_new_tokens=self.max_new_tokens,
                          temperature=float(r.temperature), stops=tuple(self.task.stop),
-                         seed=rollout_seed(self.cfg.seed, step, 7 + self.rank), cut_at_stop=cut_at_stop,
+                         seed=rollout_seed(self.cfg.seed, step, 7 + self.rank),
+                         cut_at_stop=functools.partial(cut_at_stop, chat_stop=self.chat_stop),
                          continuation=str(f.continuation))
 
     def _branch_update(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor, w_old: torch.Tensor,
@@ -420,10 +426,20 @@ class Trainer:
         bar = tqdm(total=steps, initial=self.start_step, desc="train", unit="step",
                    disable=self.rank != 0 or not cfg.progress, dynamic_ncols=True)
         budget = int(cfg.train.get("max_decoded_tokens") or 0)  # 0: no budget, run train.steps
+        max_s = 60.0 * float(cfg.train.get("max_minutes") or 0)  # 0: no time limit
         for step in range(self.start_step, steps):
             if budget and self.decoded_tokens >= budget:  # a resumed run that had already spent its budget
                 break
+            if max_s and self.train_seconds >= max_s:
+                break
+            t_step = time.perf_counter()
             rec = self.step(step)
+            self.train_seconds += time.perf_counter() - t_step
+            if self.world > 1:  # every rank must take the same stop decision: go by the slowest clock
+                t = torch.tensor(self.train_seconds, dtype=torch.float64, device=self.device)
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)
+                self.train_seconds = float(t)
+            rec["train_seconds"] = self.train_seconds
             if self.rank == 0:
                 with open(self.metrics_path, "a") as f:
                     f.write(json.dumps(rec) + "\n")
@@ -435,15 +451,21 @@ class Trainer:
             self.history.append(rec)
             every = int(cfg.checkpoint.every)
             spent = bool(budget) and self.decoded_tokens >= budget
-            if (every > 0 and (step + 1) % every == 0) or step + 1 == steps or spent:
+            out_of_time = bool(max_s) and self.train_seconds >= max_s
+            if (every > 0 and (step + 1) % every == 0) or step + 1 == steps or spent or out_of_time:
                 state = {"step": step + 1, "baseline": self.baseline, "ref_head": self.ref_head.state_dict(),
-                         "decoded_tokens": self.decoded_tokens}
+                         "decoded_tokens": self.decoded_tokens, "train_seconds": self.train_seconds}
                 if self.critic is not None:
                     state["critic"] = self.critic.state_dict()
                 ckpt.save_checkpoint(self.engine, self.ckpt_root, step + 1, state, keep=int(cfg.checkpoint.keep))
             if spent:
                 if self.rank == 0:
                     print(f"\n[train] decoded-token budget {budget} spent after step {step + 1}: stopping")
+                break
+            if out_of_time:
+                if self.rank == 0:
+                    print(f"\n[train] train.max_minutes={cfg.train.max_minutes} reached after step {step + 1} "
+                          f"({self.train_seconds / 60:.1f} min of steps): stopping")
                 break
         bar.close()
         return self.finish()
