@@ -146,14 +146,16 @@ def _cascade(models: Models, cfg: DictConfig) -> MethodSpec:
 
 
 def head_label(path: str | Path, meta: dict) -> str:
-    """Short name of a head: its lambda (and its advantage estimator unless the default, returns) when the export
-    records them, else its directory name. Two heads must not share a label: it names the run directory that
-    resume=true would take as already done."""
+    """Short name of a head: its lambda (then its advantage estimator unless the default, returns, and `feat` for a
+    features-only head) when the export records them, else its directory name. Two heads must not share a label:
+    it names the run directory that resume=true would take as already done."""
     lam = head_lambda(meta)
     if lam is None:
         return Path(path).name
     adv = meta.get("advantage")
-    return f"λ={lam:g}" + (f",{adv}" if adv and adv != "returns" else "")
+    arch = meta.get("arch")
+    features_only = isinstance(arch, dict) and arch.get("use_hidden") is False
+    return ",".join([f"λ={lam:g}"] + ([adv] if adv and adv != "returns" else []) + (["feat"] if features_only else []))
 
 
 def _find(meta: dict, key: str) -> Any:

@@ -336,3 +336,7 @@ def test_head_labels_tell_estimators_apart():
     assert head_label("b/head", {"lambda": 0.1, "advantage": "forks"}) == "λ=0.1,forks"
     assert head_label("c/head", {"lambda": 0.1}) == "λ=0.1"
     assert head_label("d/myhead", {}) == "myhead"
+    feat = {"lambda": 3.0, "arch": {"use_hidden": False, "num_features": 5}}
+    assert head_label("e/head", feat) == "λ=3,feat"
+    assert head_label("f/head", {**feat, "advantage": "forks"}) == "λ=3,forks,feat"
+    assert head_label("g/head", {**feat, "arch": {"use_hidden": True}}) == "λ=3"

@@ -27,10 +27,17 @@ for lam in ${LAMS:-1.0 3.0}; do  # the returns head over lambda (per token)
 done
 [ -f $OUT/head_returns_lam3_s2/head/config.json ] || $PY train/run.py task=gsm8k lambda=3.0 seed=2 model.dir=$DIR \
   logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam3_s2   # a second training seed at lambda 3
+# the head classes and lambdas added later: a features-only head (the real-pair head's class,
+# docs/results/real_head) and lambda 10 (where the head's curve goes past lambda 3)
+[ -f $OUT/head_returns_lam3_feat/head/config.json ] || $PY train/run.py task=gsm8k lambda=3.0 head.use_hidden=false \
+  model.dir=$DIR logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam3_feat
+[ -f $OUT/head_returns_lam10/head/config.json ] || $PY train/run.py task=gsm8k lambda=10.0 model.dir=$DIR \
+  logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam10
 # 2. static sweep, baselines, the heads and AutoJudge on the same held-out prompts
 $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
   out_dir=$OUT/frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd,ar_target]' \
-  "heads=[$OUT/head_returns_lam0.1/head,$OUT/head_forks_lam0.1/head,$OUT/head_returns_lam1/head,$OUT/head_returns_lam3/head]"
+  "heads=[$OUT/head_returns_lam0.1/head,$OUT/head_forks_lam0.1/head,$OUT/head_returns_lam1/head,$OUT/head_returns_lam3/head,\
+$OUT/head_returns_lam3_feat/head,$OUT/head_returns_lam10/head]"
 [ -f $OUT/autojudge/head/config.json ] || $PY train/autojudge.py task=gsm8k model.dir=$DIR mine.prompts=400 \
   hydra.run.dir=$OUT/autojudge
 $PY eval/run.py task=gsm8k model.dir=$DIR method=autojudge head=$OUT/autojudge/head seed=1 eval.num_samples=$N \
