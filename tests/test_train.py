@@ -187,6 +187,9 @@ def test_max_minutes_stops_after_the_step_that_spends_it_and_holds_over_resume(m
     rows = metrics(run_dir)
     assert "train.max_minutes=0.0001 reached after step 1" in p.stdout and len(rows) == 1
     assert rows[0]["train_seconds"] > 0.006
+    # lambda is per token: the logged objective adds lambda times each row's mean acceptance (in [0, 1])
+    r = rows[0]
+    assert 0.0 < r["lam_term"] <= 1.0 and r["total_reward"] == pytest.approx(r["task_reward"] + 0.1 * r["lam_term"])
     load_head(run_dir / "head")
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step000001"
     p = run(smoke_args(micro_trio, run_dir, "train.steps=50", "train.max_minutes=0.0001", "resume=true"))

@@ -382,7 +382,9 @@ class Trainer:
         acc = expected_accept(b.w, b.tv).to(torch.float64) * m
         s = b.stats
         local = torch.tensor([
-            task_reward.sum().item(), len(task_reward), acc.sum().item(), acc.sum().item(), m.sum().item(),
+            task_reward.sum().item(), len(task_reward),
+            (acc.sum(-1) / m.sum(-1).clamp_min(1.0)).sum().item(),  # sum over rows of each row's mean acceptance
+            acc.sum().item(), m.sum().item(),
             s["accepted"], s["drafted"], s["active_rounds"], (b.w * m).sum().item(), (b.tv * m).sum().item(),
             upd["kl_sum"], s["new_tokens"],
         ], dtype=torch.float64)
@@ -398,7 +400,7 @@ class Trainer:
         out = {
             "step": step + 1,
             "task_reward": tot["reward"] / samples,
-            "lam_term": lam_seq,  # mean over samples of sum_t (1 - w_t tv_t)
+            "lam_term": lam_seq,  # mean over samples of (1/T) sum_t (1 - w_t tv_t): lambda's per-token term
             "lam_term_per_token": tot["acc_tok"] / tokens,  # mean expected acceptance per token
             "total_reward": tot["reward"] / samples + self.lam * lam_seq,
             "acceptance_rate": tot["accepted"] / max(tot["drafted"], 1),
