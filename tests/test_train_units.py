@@ -45,3 +45,20 @@ def test_model_paths_from_dir_or_explicit():
     assert Models(cfg).names() == {"target": "/m/target", "draft": "/x/d", "amateur": "/m/amateur"}
     with pytest.raises(ValueError, match="target"):
         Models(OmegaConf.create({"dir": None, "embedded": False, "target": None, "draft": "d"})).path("target")
+
+
+def test_plot_metrics_draws_the_curves_and_skips_a_cut_line(tmp_path):
+    import json
+
+    from train.plot_metrics import plot_runs, read_metrics
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": s, "task_reward": 0.5, "acceptance_rate": 0.8 + 0.01 * s, "w_mean": 0.9 - 0.1 * s,
+             "w_q10": 0.8 - 0.1 * s, "w_q90": 0.95 - 0.1 * s} for s in range(1, 4)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "task_')
+    assert read_metrics(run) == rows
+    out = plot_runs([run], tmp_path / "c.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
+        read_metrics(tmp_path / "nothing")
