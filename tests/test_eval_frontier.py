@@ -100,6 +100,10 @@ def test_heads_grouped_by_lambda_from_config(tmp_path):
     m = {**_m("diversed", "diversed(head)", 0.5, 0.8, 0.7), "head": str(head_dir)}  # params lack head_lambda
     assert head_lambda(m) == 0.2 and head_group(m) == "heads (forks)"
     assert head_lambda(_rows()[7]) == 0.1 and head_group(_rows()[7]) == "heads"
+    # a features-only head is another recipe: its own curve, not a point on the hidden-state heads' one
+    (head_dir / "config.json").write_text(json.dumps({"training": {"lambda": 3.0, "algo": {"advantage": "returns"}},
+                                                      "arch": {"use_hidden": False}}))
+    assert head_group(m) == "heads (returns, features only)"
 
 
 def test_write_report_from_dirs_makes_picture_and_table(tmp_path):
