@@ -18,7 +18,7 @@ from heads import load_head, tokenizer_hash
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
        "TOKENIZERS_PARALLELISM": "false", "HYDRA_FULL_ERROR": "1"}
-TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step", "tokens_per_s"}
+TIMING_KEYS = {"time_rollout", "time_reward", "time_update", "time_step", "tokens_per_s", "train_seconds"}
 
 
 def run(args: list[str], timeout: int = 300, launcher: list[str] | None = None) -> subprocess.CompletedProcess:

@@ -33,6 +33,8 @@ done
   model.dir=$DIR logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam3_feat
 [ -f $OUT/head_returns_lam10/head/config.json ] || $PY train/run.py task=gsm8k lambda=10.0 model.dir=$DIR \
   logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam10
+[ -f $OUT/head_returns_lam10_s2/head/config.json ] || $PY train/run.py task=gsm8k lambda=10.0 seed=2 model.dir=$DIR \
+  logger=disabled progress=false hydra.run.dir=$OUT/head_returns_lam10_s2   # a second training seed at lambda 10
 # 2. static sweep, baselines, the heads and AutoJudge on the same held-out prompts
 $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
   out_dir=$OUT/frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd,ar_target]' \
@@ -43,6 +45,6 @@ $OUT/head_returns_lam3_feat/head,$OUT/head_returns_lam10/head]"
 $PY eval/run.py task=gsm8k model.dir=$DIR method=autojudge head=$OUT/autojudge/head seed=1 eval.num_samples=$N \
   eval.progress=false resume=true out_dir=$OUT/autojudge_eval
 $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
-  out_dir=$OUT/frontier_s2 'frontier.grid=[]' 'frontier.baselines=[]' "heads=[$OUT/head_returns_lam3_s2/head]"
+  out_dir=$OUT/frontier_s2 'frontier.grid=[]' 'frontier.baselines=[]' "heads=[$OUT/head_returns_lam3_s2/head,$OUT/head_returns_lam10_s2/head]"
 # 3. one table and one picture from all of it
 $PY eval/frontier.py "frontier.from_dirs=[$OUT/frontier,$OUT/autojudge_eval]" out_dir=docs/results/pruned_head
