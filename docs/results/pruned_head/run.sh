@@ -48,3 +48,12 @@ $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=$N eval.p
   out_dir=$OUT/frontier_s2 'frontier.grid=[]' 'frontier.baselines=[]' "heads=[$OUT/head_returns_lam3_s2/head,$OUT/head_returns_lam10_s2/head]"
 # 3. one table and one picture from all of it
 $PY eval/frontier.py "frontier.from_dirs=[$OUT/frontier,$OUT/autojudge_eval]" out_dir=docs/results/pruned_head
+# 4. MBPP (synthetic) on the same trio: heads at lambda 3 and 10 against SD and the static sweep
+for lam in 3.0 10.0; do
+  [ -f $OUT/mbpp_head_lam${lam%.0}/head/config.json ] || $PY train/run.py task=mbpp lambda=$lam model.dir=$DIR \
+    task.reward_opts.max_workers=1 logger=disabled progress=false hydra.run.dir=$OUT/mbpp_head_lam${lam%.0}
+done
+$PY eval/frontier.py task=mbpp model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
+  task.reward_opts.max_workers=2 out_dir=$OUT/mbpp_frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' \
+  'frontier.baselines=[sd]' "heads=[$OUT/mbpp_head_lam3/head,$OUT/mbpp_head_lam10/head]"
+cp $OUT/mbpp_frontier/frontier.md $OUT/mbpp_frontier/quality_vs_acceptance.png docs/results/pruned_head/mbpp/
