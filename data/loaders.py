@@ -213,11 +213,16 @@ def validate(task: Task, rows: list, where: str) -> list[dict]:
     return out
 
 
+def _sample_indices(size: int, n: int | None, seed: int) -> list[int]:
+    """The indices a seeded sample of n rows of `size` keeps, in order: the one draw that evaluation's sample and the
+    training holdout (which must drop exactly those rows) share."""
+    if n is None or int(n) >= size:
+        return list(range(size))
+    return sorted(random.Random(seed).sample(range(size), int(n)))
+
+
 def _subsample(rows: list[dict], n: int | None, seed: int) -> list[dict]:
-    if n is None or int(n) >= len(rows):
-        return rows
-    keep = sorted(random.Random(seed).sample(range(len(rows)), int(n)))
-    return [rows[i] for i in keep]
+    return [rows[i] for i in _sample_indices(len(rows), n, seed)]
 
 
 def _drop_holdout(rows: list[dict], holdout: Any) -> list[dict]:
@@ -227,7 +232,7 @@ def _drop_holdout(rows: list[dict], holdout: Any) -> list[dict]:
         raise DataError(f"data.holdout must be {{n: <int>, seed: <int>}}, got {holdout!r}") from e
     if hn < 0:
         raise DataError(f"data.holdout.n must be >= 0, got {hn}")
-    held = set(range(len(rows))) if hn >= len(rows) else set(random.Random(hseed).sample(range(len(rows)), hn))
+    held = set(_sample_indices(len(rows), hn, hseed))
     return [r for i, r in enumerate(rows) if i not in held]
 
 

@@ -105,11 +105,11 @@ def head_lambda(m: dict) -> float | None:
 def head_recipe(m: dict) -> str | None:
     """The training recipe of a head run, when its config.json says: its advantage estimator (algo.advantage),
     plus "features only" for a head that reads no hidden states."""
+    from eval.methods import head_features_only
+
     cfg = _head_config(m)
     adv = ((cfg.get("training") or {}).get("algo") or {}).get("advantage")
-    arch = cfg.get("arch")
-    features_only = isinstance(arch, dict) and arch.get("use_hidden") is False
-    parts = ([str(adv)] if adv else []) + (["features only"] if features_only else [])
+    parts = ([str(adv)] if adv else []) + (["features only"] if head_features_only(cfg) else [])
     return ", ".join(parts) or None
 
 

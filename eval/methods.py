@@ -153,9 +153,14 @@ def head_label(path: str | Path, meta: dict) -> str:
     if lam is None:
         return Path(path).name
     adv = meta.get("advantage")
+    parts = [f"λ={lam:g}"] + ([adv] if adv and adv != "returns" else [])
+    return ",".join(parts + (["feat"] if head_features_only(meta) else []))
+
+
+def head_features_only(meta: dict) -> bool:
+    """Whether an exported head reads only the pair features (its config.json's arch says use_hidden: false)."""
     arch = meta.get("arch")
-    features_only = isinstance(arch, dict) and arch.get("use_hidden") is False
-    return ",".join([f"λ={lam:g}"] + ([adv] if adv and adv != "returns" else []) + (["feat"] if features_only else []))
+    return isinstance(arch, dict) and arch.get("use_hidden") is False
 
 
 def _find(meta: dict, key: str) -> Any:
