@@ -60,6 +60,17 @@ def is_chat(tokenizer: Any) -> bool:
     return tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
 
 
+def chat_stop_for(task: Task, tokenizer: Any) -> re.Pattern | None:
+    """The pattern that ends a chat model's row (e.g. a closed code block), or None: evaluation and training rollouts
+    both end rows with it, so that the head trains on the positions it is evaluated on."""
+    return re.compile(task.chat_stop, re.S) if task.chat_stop and is_chat(tokenizer) else None
+
+
+def stop_on_match(pattern: re.Pattern, tokenizer: Any) -> Callable[[list[int]], bool]:
+    """generate(stop=...): True once a row's decoded tokens match the pattern."""
+    return lambda toks: pattern.search(tokenizer.decode(toks, skip_special_tokens=True)) is not None
+
+
 # ---------------------------------------------------------------- gsm8k
 def gsm8k_final_answer(answer: str) -> str:
     """The number after the last '####' in a GSM8K answer field."""

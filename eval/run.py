@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from data.tasks import Task, get_task, is_chat
+from data.tasks import Task, chat_stop_for, get_task, stop_on_match
 from eval.methods import MethodSpec, Models, build_method, head_task, w_str
 from eval.metrics import (
     acceptance_metrics,
@@ -201,7 +200,7 @@ def run_method(
     seed = int(cfg.seed)
     head = cfg.get("head_path") if spec.head_meta is not None else None
     # chat models: a row ends once its text matches the task's chat stop (e.g. a closed code block)
-    chat_stop = re.compile(task.chat_stop, re.S) if task.chat_stop and is_chat(tok) else None
+    chat_stop = chat_stop_for(task, tok)
     signature = {
         "method": cfg.method.name, "label": spec.label, "params": spec.params, "task": task.name,
         "data": data_settings(cfg), "data_label": examples.label, "num_samples": n, "seed": seed,
@@ -225,7 +224,7 @@ def run_method(
     stops = tuple(task.stop)
     extra = {}
     if chat_stop is not None:
-        extra["stop"] = lambda toks: chat_stop.search(tok.decode(toks, skip_special_tokens=True)) is not None
+        extra["stop"] = stop_on_match(chat_stop, tok)
 
     def gen(idx: list[int], max_tokens: int, g: torch.Generator):
         return generate_fn(target, spec.proposer, [prompts[i] for i in idx], rule=spec.rule, gamma=spec.gamma,

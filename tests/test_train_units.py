@@ -28,16 +28,19 @@ def test_cut_at_stop_masks_the_tokens_after_the_stop_string():
 
 
 def test_cut_at_stop_ends_a_chat_row_after_its_closed_code_block():
+    import re
+
     from data.tasks import CODE_BLOCK_END
 
+    chat_stop = re.compile(CODE_BLOCK_END, re.S)
     tok = build_tokenizer()
     ids = tok("```python\nx = 1\n```\nNow the tests:\n```python\nassert x\n```", add_special_tokens=False)["input_ids"]
-    text, keep = cut_at_stop(tok, ids, (), CODE_BLOCK_END)
+    text, keep = cut_at_stop(tok, ids, (), chat_stop)
     assert text == "```python\nx = 1\n```"
     assert tok.decode(ids[:keep]) == text  # the kept tokens end with the one that closes the block
     # a plain stop string that comes first still wins
-    assert cut_at_stop(tok, ids, ("x = 1",), CODE_BLOCK_END)[0] == "```python\n"
-    assert cut_at_stop(tok, ids[:6], (), CODE_BLOCK_END) == (tok.decode(ids[:6]), 6)  # block not closed yet
+    assert cut_at_stop(tok, ids, ("x = 1",), chat_stop)[0] == "```python\n"
+    assert cut_at_stop(tok, ids[:6], (), chat_stop) == (tok.decode(ids[:6]), 6)  # block not closed yet
 
 
 def test_model_paths_from_dir_or_explicit():

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from data.tasks import stop_on_match
 from specdec.generate import generate
 from specdec.loading import Models
 from specdec.proposers import DraftModelProposer
@@ -48,13 +49,13 @@ class RolloutBatch:
 
 
 def cut_at_stop(tokenizer: Any, tokens: list[int], stops: tuple[str, ...],
-                chat_stop: str | None = None) -> tuple[str, int]:
+                chat_stop: re.Pattern | None = None) -> tuple[str, int]:
     """(completion text, number of tokens to keep): cut before the first stop string, or after the chat stop's
     match (e.g. a closed code block, as eval/run.py ends chat rows), whichever comes first; the tokens kept run up
     to the one that completes the cut."""
     text = tokenizer.decode(tokens, skip_special_tokens=True)
-    cuts = [(text.find(s), text.find(s) + len(s)) for s in stops if s and s in text]  # (text cut, token end)
-    m = re.search(chat_stop, text, re.S) if chat_stop else None
+    cuts = [(i, i + len(s)) for s in stops if s and (i := text.find(s)) >= 0]  # (text cut, token end)
+    m = chat_stop.search(text) if chat_stop is not None else None
     if m:
         cuts.append((m.end(), m.end()))
     if not cuts:
@@ -77,7 +78,7 @@ def rollout(
     max_new_tokens: int,
     temperature: float,
     stops: tuple[str, ...] = (),
-    chat_stop: str | None = None,
+    chat_stop: re.Pattern | None = None,
     generator: torch.Generator | None = None,
 ) -> RolloutBatch:
     """Decode the prompts (token ids) with the head in the loop; returns the per-token training records.
@@ -86,10 +87,7 @@ def rollout(
         raise ValueError("training rollouts need sampling (temperature > 0): greedy decoding has no policy gradient")
     rule = make_rule(head, target_cfg)
     tok = models.tokenizer
-    extra = {}
-    if chat_stop:
-        pattern = re.compile(chat_stop, re.S)
-        extra["stop"] = lambda toks: pattern.search(tok.decode(toks, skip_special_tokens=True)) is not None
+    extra = {"stop": stop_on_match(chat_stop, tok)} if chat_stop is not None else {}
     start = time.perf_counter()
     out = generate(
         models.target, DraftModelProposer(models.draft), prompts, rule=rule, gamma=gamma,

@@ -79,7 +79,7 @@ class Trainer:
         import deepspeed
 
         from data.loaders import load_examples
-        from data.tasks import get_task, is_chat
+        from data.tasks import chat_stop_for, get_task
 
         self.cfg, self.run_dir, self.device, self.rank, self.world = cfg, run_dir, device, rank, world
         self.lam = float(cfg["lambda"])
@@ -116,7 +116,7 @@ class Trainer:
                            n=cfg.data.n_train, seed=cfg.seed, holdout=cfg.data.get("holdout"))
         self.data_label = ex.label
         # chat models end a row at the task's chat stop (a closed code block), exactly as eval/run.py does
-        self.chat_stop = self.task.chat_stop if self.task.chat_stop and is_chat(tok) else None
+        self.chat_stop = chat_stop_for(self.task, tok)
         self.prompts = [encode_prompt(tok, self.task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
         self.refs = [self.task.reference(row) for row in ex.rows]
         if not self.prompts:
