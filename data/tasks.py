@@ -79,6 +79,17 @@ def gsm8k_final_answer(answer: str) -> str:
     return answer.rsplit("####", 1)[1].strip()
 
 
+def _gsm8k_chat(ex: dict) -> str:
+    # chat models are verbose at T=1 (real 1.5B coder: 19 of 24 answers cut at 256 tokens with the plain
+    # instruction), so ask for a short solution; the final-answer line is what the reward reads and where rows end
+    return (f"{ex['question']}\nSolve it step by step in a few short lines, then give the final answer as a number "
+            "on its own last line, in the form: #### <number>")
+
+
+# a finished final-answer line (the newline matters: digits arrive one token at a time, "#### 1" may become "#### 18")
+GSM8K_ANSWER_LINE = r"####[^\n]*\d[^\n]*\n"
+
+
 # ---------------------------------------------------------------- mbpp
 def _mbpp_text(ex: dict) -> str:
     return ex["text"] if ex.get("text") else ex["prompt"]
@@ -148,6 +159,8 @@ TASKS: dict[str, Task] = {
         instruction=lambda ex: f"Question: {ex['question']}\nAnswer (end with #### <number>):\n",
         _reference=lambda ex: gsm8k_final_answer(ex["answer"]),
         _target=lambda ex: ex["answer"],
+        chat_instruction=_gsm8k_chat,
+        chat_stop=GSM8K_ANSWER_LINE,
     ),
     "cnndm": Task(
         name="cnndm",

@@ -1,6 +1,7 @@
 """Prompt templates, references and gold completions: the contract the embedded models are trained on."""
 
 import json
+import re
 
 import pytest
 
@@ -78,14 +79,28 @@ class ChatTokenizer:
 
 def test_chat_template_wraps_the_same_instruction():
     tok = ChatTokenizer()
-    plain = get_task("gsm8k").format_prompt(GSM)
-    assert get_task("gsm8k").format_prompt(GSM, tokenizer=tok) == "<user>" + plain + "</user><assistant>"
+    row = {"article": "A cat sat.", "highlights": "Cat sat."}
+    plain = get_task("cnndm").format_prompt(row)
+    assert get_task("cnndm").format_prompt(row, tokenizer=tok) == "<user>" + plain + "</user><assistant>"
     assert tok.calls == [([{"role": "user", "content": plain}], True, False)]
 
     class NoChat:
         chat_template = None
 
-    assert get_task("gsm8k").format_prompt(GSM, tokenizer=NoChat()) == plain
+    assert get_task("cnndm").format_prompt(row, tokenizer=NoChat()) == plain
+    assert get_task("gsm8k").format_prompt(GSM, tokenizer=NoChat()) == get_task("gsm8k").format_prompt(GSM)
+
+
+def test_gsm8k_chat_asks_for_a_short_answer_and_ends_at_the_final_answer_line():
+    tok = ChatTokenizer()
+    prompt = get_task("gsm8k").format_prompt(GSM, tokenizer=tok)
+    assert GSM["question"] in prompt and "short" in prompt and "#### <number>" in prompt
+    stop = re.compile(get_task("gsm8k").chat_stop, re.S)
+    assert stop.search("3 + 4 = 7\n#### 1") is None  # the number may still be growing, digit by digit
+    assert stop.search("3 + 4 = 7\n#### 18") is None
+    m = stop.search("3 + 4 = 7\n#### 18\nExplanation: ...")
+    assert m is not None and "3 + 4 = 7\n#### 18\nExplanation: ..."[: m.end()].endswith("#### 18\n")
+    assert stop.search("#### \n") is None  # no number yet
 
 
 @pytest.fixture
