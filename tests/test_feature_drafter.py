@@ -272,3 +272,24 @@ def test_frontier_sweep_over_one_proposer(micro_trio, drafter_run, tmp_path):
     by = {r["label"]: r for r in rows}
     assert set(by) == {"ar_target", "sd[feature]", "static(w=0.50)[feature]"}
     assert by["sd[feature]"]["acceptance_rate"] is not None and by["ar_target"]["acceptance_rate"] is None
+
+
+def test_target_samples_end_chat_rows_at_the_chat_stop(target):
+    """A chat model's samples end where evaluation ends its rows (train/drafter.py passes the task's chat stop)."""
+    import re
+
+    from train.drafter import sample_completions
+
+    model, tok = target
+    prompts = _prompts(tok)
+    kw = dict(per_prompt=1, temperature=1.0, max_new_tokens=24, batch_size=3, stops=(), seed=0, progress=False)
+    full = sample_completions(LM(model), tok, prompts, **kw)
+    cut = sample_completions(LM(model), tok, prompts, chat_stop=re.compile(r".{6}", re.S), **kw)
+    for p, a, b in zip(prompts, full, cut):
+        done = tok.decode(a[len(p):], skip_special_tokens=True)
+        if len(done) >= 6:
+            assert b == a[:len(b)] and len(b) < len(a)  # the same draw, ended once 6 characters were out
+            assert len(tok.decode(b[len(p):], skip_special_tokens=True)) >= 6
+            assert len(tok.decode(b[len(p):-1], skip_special_tokens=True)) < 6
+        else:
+            assert b == a

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -49,8 +50,10 @@ from specdec.feature_drafter import (
 # ---------------------------------------------------------------- data
 def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_prompt: int, temperature: float,
                        max_new_tokens: int, batch_size: int, stops: tuple[str, ...], seed: int,
-                       progress: bool) -> list[list[int]]:
-    """prompt + the target's own completion (cut after a stop string or EOS), per_prompt samples per prompt."""
+                       progress: bool, chat_stop: re.Pattern | None = None) -> list[list[int]]:
+    """prompt + the target's own completion (cut after a stop string, the chat stop or EOS, as evaluation cuts
+    rows), per_prompt samples per prompt."""
+    from data.tasks import stop_on_match
     from specdec.generate import generate
     from train.rollout import cut_at_stop
 
@@ -59,10 +62,11 @@ def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_promp
     gen = torch.Generator(target.device).manual_seed(seed)
     for i in tqdm(range(0, len(jobs), batch_size), desc="target samples", disable=not progress, leave=False):
         batch = jobs[i:i + batch_size]
+        extra = {"stop": stop_on_match(chat_stop, tokenizer)} if chat_stop is not None else {}
         res = generate(target, None, batch, gamma=0, max_new_tokens=max_new_tokens, temperature=temperature,
-                       eos_token_id=tokenizer.eos_token_id, generator=gen, records=False)
+                       eos_token_id=tokenizer.eos_token_id, generator=gen, records=False, **extra)
         for p, toks in zip(batch, res.tokens):
-            _, keep = cut_at_stop(tokenizer, toks, stops) if stops else ("", len(toks))
+            _, keep = cut_at_stop(tokenizer, toks, stops, chat_stop)
             out.append(list(p) + list(toks[:keep]))
     return out
 
@@ -154,7 +158,7 @@ def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer) -> 
 # ---------------------------------------------------------------- the run
 def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from data.loaders import load_examples
-    from data.tasks import get_task
+    from data.tasks import chat_stop_for, get_task
     from specdec.loading import Models
     from specdec.models import resolve_device
     from train.trainer import _read_metrics, _truncate_metrics, batch_indices, encode_prompt, make_wandb
@@ -174,7 +178,8 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     for name in names:  # the task's prompts, plus those of data.extra_tasks (a drafter for several tasks)
         task = get_task(name)
         ex = load_examples(name, path=cfg.data.path if name == cfg.task.name else None, source=cfg.data.source,
-                           split=cfg.data.split, n=cfg.data.n_train, seed=int(cfg.seed))
+                           split=cfg.data.split, n=cfg.data.n_train, seed=int(cfg.seed),
+                           holdout=cfg.data.get("holdout") if name == cfg.task.name else None)
         prompts[name] = [encode_prompt(tok, task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
         labels.append(ex.label)
         if not prompts[name]:
@@ -188,7 +193,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
             out += sample_completions(target, tok, prompts[name], per_prompt=int(s.per_prompt),
                                       temperature=float(s.temperature), max_new_tokens=int(limit),
                                       batch_size=int(s.batch_size), stops=tuple(task.stop), seed=int(cfg.seed),
-                                      progress=bool(cfg.progress))
+                                      progress=bool(cfg.progress), chat_stop=chat_stop_for(task, tok))
         return out
 
     max_len = int(cfg.train.max_len or target.max_positions)
