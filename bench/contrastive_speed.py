@@ -92,10 +92,13 @@ class StepLM(LM):
 
 
 class Trio:
-    def __init__(self, root: Path, device: str, dtype: str):
-        self.expert, self.tok = load_model(root / "target", device=device, dtype=dtype)
-        self.draft = load_model(root / "draft", device=device, dtype=dtype)[0]
-        self.amateur = load_model(root / "amateur", device=device, dtype=dtype)[0]
+    def __init__(self, root: Path | dict[str, str], device: str, dtype: str):
+        """root: a trio directory <root>/{target,draft,amateur}, or {role: path} (a model config's, e.g. the real
+        pair: bench.contrastive_speed.config_paths)."""
+        paths = root if isinstance(root, dict) else {r: str(Path(root) / r) for r in ("target", "draft", "amateur")}
+        self.expert, self.tok = load_model(paths["target"], device=device, dtype=dtype)
+        self.draft = load_model(paths["draft"], device=device, dtype=dtype)[0]
+        self.amateur = load_model(paths["amateur"], device=device, dtype=dtype)[0]
         self.lm_e, self.lm_d = StepLM(self.expert, "expert"), StepLM(self.draft, "draft")
         # Two wrappers over the amateur's weights: scd's drafting cache and the verification-side cache.
         self.lm_a, self.lm_a_prop = StepLM(self.amateur, "amateur"), StepLM(self.amateur, "amateur_proposer")
@@ -129,16 +132,36 @@ class Trio:
         raise ValueError(f"unknown method {method!r}; known: {METHODS}")
 
 
-def task_prompts(tok, tasks: list[str], n: int, seed: int) -> dict[str, list[list[int]]]:
+def task_prompts(tok, tasks: list[str], n: int, seed: int, data_path: str | None = None) -> dict[str, list[list[int]]]:
+    """n prompts per task: synthetic test rows, or (data_path, one task) the rows an evaluation of n rows with data
+    seed `seed` draws from that file; chat models get their chat template, as in evaluation."""
     from data import synthetic
+    from data.loaders import load_examples
     from data.tasks import get_task
+    from train.trainer import encode_prompt
 
+    if data_path is not None and len(tasks) != 1:
+        raise ValueError(f"--data-path holds one task's rows; got tasks {tasks}")
     out = {}
     for t in tasks:
         task = get_task(t)
-        rows = synthetic.generate(t, "test", n=n, seed=seed)
-        out[t] = [tok.encode(task.format_prompt(r)) for r in rows]
+        rows = (load_examples(t, path=data_path, n=n, seed=seed).rows if data_path is not None
+                else synthetic.generate(t, "test", n=n, seed=seed))
+        out[t] = [encode_prompt(tok, task.format_prompt(r, tokenizer=tok)) for r in rows]
     return out
+
+
+def config_paths(model: str) -> dict[str, str]:
+    """{role: path} of conf/model/<model>.yaml (e.g. qwen25coder_15b_05b, after `make real-models`)."""
+    from omegaconf import OmegaConf
+
+    from specdec.loading import Models
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "model" / f"{model}.yaml"
+    if not conf.is_file():
+        raise SystemExit(f"no model config {conf}")
+    models = Models(OmegaConf.load(conf))
+    return {r: models.path(r) for r in ("target", "draft", "amateur")}
 
 
 class Acc:

@@ -26,7 +26,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from bench.contrastive_speed import Acc, StepLM, Trio, task_prompts
+from bench.contrastive_speed import Acc, StepLM, Trio, config_paths, task_prompts
 from specdec.generate import generate
 from specdec.models import LM
 from specdec.proposers import DraftModelProposer, FeatureDrafter
@@ -71,7 +71,7 @@ class StepFeatureDrafter(FeatureDrafter):
 
 
 class FeatureTrio(Trio):
-    def __init__(self, root: Path, drafter: str, device: str, dtype: str):
+    def __init__(self, root: Path | dict[str, str], drafter: str, device: str, dtype: str):
         super().__init__(root, device, dtype)
         self.lm_e = HiddenStepLM(self.expert, "expert")
         self.feature = StepFeatureDrafter.load(drafter, self.lm_e, self.tok)
@@ -111,6 +111,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=None, help="trio directory (default: the embedded tiny trio)")
     ap.add_argument("--micro", action="store_true", help="build and use a micro trio")
+    ap.add_argument("--model", default=None, help="a conf/model config instead of a trio dir, e.g. qwen25coder_15b_05b")
+    ap.add_argument("--data-path", default=None, help="real rows of the (one) task, e.g. ../shared/data/mbpp/...")
     ap.add_argument("--drafter", default=None, help="exported drafter dir (train/drafter.py); none: train one")
     ap.add_argument("--train-steps", type=int, default=600, help="when no --drafter: steps of the drafter to train")
     ap.add_argument("--tasks", default="gsm8k,cnndm,xsum,mbpp")
@@ -128,7 +130,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.micro:
+    if args.model:
+        root = config_paths(args.model)
+    elif args.micro:
         from data.build_models import build_micro_trio
 
         root = build_micro_trio(Path(tempfile.mkdtemp()) / "micro")
@@ -144,14 +148,15 @@ def main() -> None:
 
         run = Path(tempfile.mkdtemp()) / "drafter_run"
         with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-            cfg = compose("drafter", overrides=[f"model.dir={root}", "model.embedded=false", "logger=disabled",
+            where = [f"model={args.model}"] if args.model else [f"model.dir={root}", "model.embedded=false"]
+            cfg = compose("drafter", overrides=[*where, "logger=disabled",
                                                 f"train.steps={args.train_steps}", f"num_threads={args.threads}"])
         drafter = train_drafter(cfg, run)["drafter"]
-    trio = FeatureTrio(Path(root), drafter, args.device, args.dtype)
+    trio = FeatureTrio(root, drafter, args.device, args.dtype)
     tasks = args.tasks.split(",")
     alphas = [float(a) for a in args.alphas.split(",")]
     temps = [float(t) for t in args.temperatures.split(",")]
-    prompts = task_prompts(trio.tok, tasks, max(args.n, args.n_robust), args.seed)
+    prompts = task_prompts(trio.tok, tasks, max(args.n, args.n_robust), args.seed, args.data_path)
     kw = dict(beta=args.beta, gamma=args.gamma, max_new_tokens=args.new_tokens)
     print(f"[bench] trio {root}; drafter {drafter}; tasks {tasks}; γ={args.gamma}; {args.new_tokens} new tokens",
           flush=True)
@@ -192,7 +197,8 @@ def main() -> None:
             L[(T, m)] = acc.v["accepted"] / max(acc.v["row_rounds"], 1.0)
 
     g = args.gamma
-    lines = [f"Trio: {root} | drafter: {drafter} | tasks: {', '.join(tasks)} (synthetic test split) | γ={g}, "
+    rows = args.data_path or "synthetic test split"
+    lines = [f"Trio: {root} | drafter: {drafter} | tasks: {', '.join(tasks)} ({rows}) | γ={g}, "
              f"β={args.beta}, {args.new_tokens} new tokens, {args.n} prompts/task timed at batch 1, "
              f"{args.n_robust}/task batched for L | torch threads {args.threads}",
              "Greedy outputs identical (sd(feature) = target greedy, dcd(feature) = vanilla CD): "

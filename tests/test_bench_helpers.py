@@ -1,0 +1,33 @@
+"""Helpers the benchmarks share (bench/contrastive_speed.py): which prompts and which models they run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.contrastive_speed import config_paths, task_prompts
+from data.loaders import load_examples
+from data.tasks import get_task
+from specdec.models import load_model
+
+
+def test_prompts_from_a_data_file_are_the_rows_evaluation_draws(micro_trio, tmp_path):
+    _, tok = load_model(micro_trio / "target")
+    rows = [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}\n#### {i + 1}"} for i in range(10)]
+    path = tmp_path / "gsm8k.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = task_prompts(tok, ["gsm8k"], 3, 5, data_path=str(path))["gsm8k"]
+    drawn = load_examples("gsm8k", path=path, n=3, seed=5).rows
+    assert got == [tok(get_task("gsm8k").format_prompt(r), add_special_tokens=True)["input_ids"] for r in drawn]
+    assert len({tuple(p) for p in got}) == 3
+    with pytest.raises(ValueError, match="one task"):
+        task_prompts(tok, ["gsm8k", "mbpp"], 3, 5, data_path=str(path))
+
+
+def test_model_config_paths_of_the_real_pair():
+    paths = config_paths("qwen25coder_15b_05b")
+    assert paths == {"target": "artifacts/models/qwen25coder_15b", "draft": "artifacts/models/qwen25coder_05b",
+                     "amateur": "artifacts/models/qwen25coder_05b"}
+    with pytest.raises(SystemExit, match="no model config"):
+        config_paths("no_such_model")
