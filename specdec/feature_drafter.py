@@ -209,12 +209,13 @@ def unrolled_loss(net: DrafterNet, embed: nn.Module, head_w: torch.Tensor, head_
     """Distillation loss: KL(p_j || q_j) at every valid position j, averaged over drafting depths 1..unroll.
 
     tokens [B, L] (right-padded target samples), hidden [B, L, H] and logp [B, L, V] the target's last hidden
-    states and next-token log-probs on them (teacher forcing), mask [B, L] valid positions. Returns (loss, per-depth
+    states and next-token log-probs on them (teacher forcing; over the full vocabulary, or over the draft vocabulary
+    already restricted and renormalised), mask [B, L] valid positions. Returns (loss, per-depth
     {"kl": [...], "top1": [...]}: mean KL and argmax agreement with p).
     """
     d2t = net.draft_to_target
-    if d2t.numel():  # the target restricted to the draft vocabulary (EAGLE3), renormalised
-        logp = torch.log_softmax(logp[..., d2t], -1)
+    if d2t.numel() and logp.shape[-1] != d2t.numel():  # the target restricted to the draft vocabulary (EAGLE3),
+        logp = torch.log_softmax(logp[..., d2t], -1)     # renormalised (a teacher cache holds it restricted already)
     feats = unrolled_features(net, embed(tokens).to(hidden.dtype), hidden, unroll)
     total, stats = 0.0, {"kl": [], "top1": []}
     for s, f in enumerate(feats, start=1):

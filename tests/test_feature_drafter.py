@@ -293,3 +293,19 @@ def test_target_samples_end_chat_rows_at_the_chat_stop(target):
             assert len(tok.decode(b[len(p):-1], skip_special_tokens=True)) < 6
         else:
             assert b == a
+
+
+@pytest.mark.parametrize("draft_vocab", [None, 24])
+def test_teacher_cache_trains_as_the_per_step_teacher(micro_trio, tmp_path, draft_vocab):
+    """train.cache_teacher computes the target's features once; the losses and weights match recomputing them."""
+    runs = {}
+    for cache in (False, True):
+        over = ["train.steps=3", f"train.cache_teacher={str(cache).lower()}"]
+        if draft_vocab:
+            over.append(f"drafter.draft_vocab={draft_vocab}")
+        runs[cache] = _train(micro_trio, tmp_path / str(cache), *over)
+    hist = {c: [json.loads(x) for x in (Path(r["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+            for c, r in runs.items()}
+    assert [h["loss"] for h in hist[True]] == pytest.approx([h["loss"] for h in hist[False]], rel=1e-4)
+    a, b = (load_file(str(Path(runs[c]["drafter"]) / "drafter.safetensors")) for c in (False, True))
+    assert all(torch.allclose(a[k].float(), b[k].float(), atol=1e-4) for k in a)

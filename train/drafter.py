@@ -108,6 +108,46 @@ def teacher(model, tokens: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tens
     return out.hidden_states[-1].float(), torch.log_softmax(out.logits.float(), -1)
 
 
+class TeacherCache:
+    """The frozen target's features and log-probs for every sample, computed once (EAGLE also precomputes them):
+    a step then costs only the drafter. The log-probs are kept over the draft vocabulary only (restricted and
+    renormalised, what the loss uses), so a 150k-vocabulary target needs draft_vocab to fit in memory."""
+
+    def __init__(self, model, seqs: list[list[int]], draft_ids: torch.Tensor | None, batch_size: int, device,
+                 progress: bool):
+        width = model.config.hidden_size + (len(draft_ids) if draft_ids is not None else model.config.vocab_size)
+        need = sum(len(q) for q in seqs) * width * 4
+        if need > 8 * 2**30:
+            raise ValueError(f"train.cache_teacher would hold {need / 2**30:.1f} GiB of features and log-probs: set "
+                             "drafter.draft_vocab (e.g. 16384) or use fewer samples, or train.cache_teacher=false")
+        self.hidden: list[torch.Tensor] = []
+        self.logp: list[torch.Tensor] = []
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths together: little padding
+        slots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        for j in tqdm(range(0, len(order), batch_size), desc="teacher cache", disable=not progress, leave=False):
+            idx = order[j:j + batch_size]
+            tokens, mask = pad_right([seqs[i] for i in idx], device)
+            hidden, logp = teacher(model, tokens, mask)
+            if draft_ids is not None:
+                logp = torch.log_softmax(logp[..., draft_ids.to(logp.device)], -1)
+            for r, i in enumerate(idx):
+                n = len(seqs[i])
+                slots[i] = (hidden[r, :n].cpu(), logp[r, :n].cpu())
+        for i in range(len(seqs)):
+            self.hidden.append(slots[i][0])
+            self.logp.append(slots[i][1])
+
+    def batch(self, idx: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
+        """hidden [B, L, H] and logp [B, L, V'] of the samples idx, right-padded with zeros like pad_right."""
+        L = max(self.hidden[i].shape[0] for i in idx)
+        hidden = torch.zeros(len(idx), L, self.hidden[idx[0]].shape[-1])
+        logp = torch.zeros(len(idx), L, self.logp[idx[0]].shape[-1])
+        for r, i in enumerate(idx):
+            n = self.hidden[i].shape[0]
+            hidden[r, :n], logp[r, :n] = self.hidden[i], self.logp[i]
+        return hidden.to(device), logp.to(device)
+
+
 def lr_at(step: int, cfg: DictConfig) -> float:
     t = cfg.train
     if step < t.warmup:
@@ -221,13 +261,16 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     head_w = head_w.detach().float()
     head_b = head_b.detach().float() if head_b is not None else None
     embed = model.get_input_embeddings()
+    cache = None
+    if cfg.train.get("cache_teacher"):
+        cache = TeacherCache(model, seqs, draft_ids, int(cfg.train.batch_size), device, bool(cfg.progress))
     steps, unroll = int(cfg.train.steps), int(cfg.train.unroll)
     bar = tqdm(total=steps, initial=start, desc="drafter", unit="step", disable=not cfg.progress, dynamic_ncols=True)
     for step in range(start, steps):
         t0 = time.perf_counter()
         idx = batch_indices(step, len(seqs), int(cfg.train.batch_size), int(cfg.seed))
         tokens, mask = pad_right([seqs[i] for i in idx], device)
-        hidden, logp = teacher(model, tokens, mask)
+        hidden, logp = cache.batch(idx, device) if cache is not None else teacher(model, tokens, mask)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
         loss, st = unrolled_loss(net, embed, head_w, head_b, tokens, hidden, logp, mask, unroll)
