@@ -57,3 +57,12 @@ $PY eval/frontier.py task=mbpp model.dir=$DIR seed=1 eval.num_samples=$N eval.pr
   task.reward_opts.max_workers=2 out_dir=$OUT/mbpp_frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' \
   'frontier.baselines=[sd]' "heads=[$OUT/mbpp_head_lam3/head,$OUT/mbpp_head_lam10/head]"
 cp $OUT/mbpp_frontier/frontier.md $OUT/mbpp_frontier/quality_vs_acceptance.png docs/results/pruned_head/mbpp/
+# 5. CNN/DM (ROUGE) on the same trio: heads at lambda 3 and 1 against SD and the static sweep
+for lam in 3.0 1.0; do
+  [ -f $OUT/cnndm_head_lam${lam%.0}/head/config.json ] || $PY train/run.py task=cnndm lambda=$lam model.dir=$DIR \
+    logger=disabled progress=false hydra.run.dir=$OUT/cnndm_head_lam${lam%.0}
+done
+$PY eval/frontier.py task=cnndm model.dir=$DIR seed=1 eval.num_samples=$N eval.progress=false resume=true \
+  out_dir=$OUT/cnndm_frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd]' \
+  "heads=[$OUT/cnndm_head_lam3/head,$OUT/cnndm_head_lam1/head]"
+cp $OUT/cnndm_frontier/frontier.md $OUT/cnndm_frontier/quality_vs_acceptance.png docs/results/pruned_head/cnndm/
