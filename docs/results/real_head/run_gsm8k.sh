@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# A learned head on the real pair, GSM8K (docs/results/real/README.md: the harmful regime, where a head has something
+# to learn). Hidden-state head (the class that wins on the pruned trio), lambda 3 per token, REINFORCE++ with returns,
+# 8 prompts per step, 320 new tokens, lr 0.03 (set before any evaluation: ~20 steps fit the budget), on GSM8K test
+# rows disjoint from the 16 evaluated (data.holdout). train.max_minutes=90 counts over resumes: rerun the same line in
+# later sessions until the head is exported, then evaluate it next to runs/real/gsm8k_t1_n16_m320 (same rows, seed).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PY=${PY:-.venv/bin/python}
+RUN=${RUN:-runs/real/head_gsm8k_lam3}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+[ -f $RUN/head/config.json ] || nice -n 2 $PY train/run.py task=gsm8k model=qwen25coder_15b_05b \
+  data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=3.0 algo.lr=0.03 \
+  rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=320 num_threads=2 \
+  train.steps=200 train.max_minutes=90 checkpoint.every=1 checkpoint.keep=3 logger=disabled progress=false \
+  resume=true hydra.run.dir=$RUN
+nice -n 2 $PY eval/frontier.py task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl \
+  eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 seed=0 num_threads=2 resume=true \
+  out_dir=runs/real/gsm8k_t1_n16_m320 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
