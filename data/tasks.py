@@ -66,8 +66,10 @@ def chat_stop_for(task: Task, tokenizer: Any) -> re.Pattern | None:
     return re.compile(task.chat_stop, re.S) if task.chat_stop and is_chat(tokenizer) else None
 
 
-def stop_on_match(pattern: re.Pattern, tokenizer: Any) -> Callable[[list[int]], bool]:
-    """generate(stop=...): True once a row's decoded tokens match the pattern."""
+def stop_on_match(pattern: re.Pattern | None, tokenizer: Any) -> Callable[[list[int]], bool] | None:
+    """generate(stop=...): True once a row's decoded tokens match the pattern; None (no stop) without a pattern."""
+    if pattern is None:
+        return None
     return lambda toks: pattern.search(tokenizer.decode(toks, skip_special_tokens=True)) is not None
 
 

@@ -222,14 +222,12 @@ def run_method(
         print(f"[eval] resuming {out_dir}: {len(done)} sample(s) done, {len(todo)} to go")
     eos = tok.eos_token_id
     stops = tuple(task.stop)
-    extra = {}
-    if chat_stop is not None:
-        extra["stop"] = stop_on_match(chat_stop, tok)
+    stop = stop_on_match(chat_stop, tok)
 
     def gen(idx: list[int], max_tokens: int, g: torch.Generator):
         return generate_fn(target, spec.proposer, [prompts[i] for i in idx], rule=spec.rule, gamma=spec.gamma,
                            max_new_tokens=max_tokens, temperature=temperature, eos_token_id=eos,
-                           amateur=spec.amateur, generator=g, **extra)
+                           amateur=spec.amateur, generator=g, stop=stop)
 
     def finish_text(toks: list[int]) -> str:
         text = cut_at_stop(tok.decode([t for t in toks if t != eos], skip_special_tokens=True), stops)

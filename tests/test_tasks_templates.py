@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from data.tasks import TASKS, get_task
+from data.tasks import TASKS, get_task, stop_on_match
 
 GSM = {"question": "What is 2 + 3?", "answer": "2 + 3 = <<2+3=5>>5\n#### 5"}
 MMLU_CSV = {"question": "2 + 2 = ?", "A": "3", "B": "4", "C": "5", "D": "6", "answer": "B"}
@@ -101,6 +101,7 @@ def test_gsm8k_chat_asks_for_a_short_answer_and_ends_at_the_final_answer_line():
     m = stop.search("3 + 4 = 7\n#### 18\nExplanation: ...")
     assert m is not None and "3 + 4 = 7\n#### 18\nExplanation: ..."[: m.end()].endswith("#### 18\n")
     assert stop.search("#### \n") is None  # no number yet
+    assert stop_on_match(None, tok) is None  # no chat stop: generate(stop=None), rows end at EOS or the cap
 
 
 @pytest.fixture

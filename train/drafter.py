@@ -60,11 +60,11 @@ def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_promp
     jobs = [p for p in prompts for _ in range(per_prompt)]
     out: list[list[int]] = []
     gen = torch.Generator(target.device).manual_seed(seed)
+    stop = stop_on_match(chat_stop, tokenizer)
     for i in tqdm(range(0, len(jobs), batch_size), desc="target samples", disable=not progress, leave=False):
         batch = jobs[i:i + batch_size]
-        extra = {"stop": stop_on_match(chat_stop, tokenizer)} if chat_stop is not None else {}
         res = generate(target, None, batch, gamma=0, max_new_tokens=max_new_tokens, temperature=temperature,
-                       eos_token_id=tokenizer.eos_token_id, generator=gen, records=False, **extra)
+                       eos_token_id=tokenizer.eos_token_id, generator=gen, records=False, stop=stop)
         for p, toks in zip(batch, res.tokens):
             _, keep = cut_at_stop(tokenizer, toks, stops, chat_stop)
             out.append(list(p) + list(toks[:keep]))
@@ -120,10 +120,9 @@ class TeacherCache:
         if need > 8 * 2**30:
             raise ValueError(f"train.cache_teacher would hold {need / 2**30:.1f} GiB of features and log-probs: set "
                              "drafter.draft_vocab (e.g. 16384) or use fewer samples, or train.cache_teacher=false")
-        self.hidden: list[torch.Tensor] = []
-        self.logp: list[torch.Tensor] = []
+        self.hidden: list[torch.Tensor] = [None] * len(seqs)  # filled below, in sample order
+        self.logp: list[torch.Tensor] = [None] * len(seqs)
         order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths together: little padding
-        slots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for j in tqdm(range(0, len(order), batch_size), desc="teacher cache", disable=not progress, leave=False):
             idx = order[j:j + batch_size]
             tokens, mask = pad_right([seqs[i] for i in idx], device)
@@ -132,10 +131,7 @@ class TeacherCache:
                 logp = torch.log_softmax(logp[..., draft_ids.to(logp.device)], -1)
             for r, i in enumerate(idx):
                 n = len(seqs[i])
-                slots[i] = (hidden[r, :n].cpu(), logp[r, :n].cpu())
-        for i in range(len(seqs)):
-            self.hidden.append(slots[i][0])
-            self.logp.append(slots[i][1])
+                self.hidden[i], self.logp[i] = hidden[r, :n].cpu(), logp[r, :n].cpu()
 
     def batch(self, idx: list[int], device) -> tuple[torch.Tensor, torch.Tensor]:
         """hidden [B, L, H] and logp [B, L, V'] of the samples idx, right-padded with zeros like pad_right."""

@@ -87,13 +87,12 @@ def rollout(
         raise ValueError("training rollouts need sampling (temperature > 0): greedy decoding has no policy gradient")
     rule = make_rule(head, target_cfg)
     tok = models.tokenizer
-    extra = {"stop": stop_on_match(chat_stop, tok)} if chat_stop is not None else {}
     start = time.perf_counter()
     out = generate(
         models.target, DraftModelProposer(models.draft), prompts, rule=rule, gamma=gamma,
         max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=models.tokenizer.eos_token_id,
         amateur=models.amateur if target_cfg["kind"] == "contrastive" else None, generator=generator,
-        record_hidden=True, **extra,
+        record_hidden=True, stop=stop_on_match(chat_stop, tok),
     )
     seconds = time.perf_counter() - start
     rec = out.records
