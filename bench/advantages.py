@@ -20,6 +20,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from train.metrics_log import read_metrics  # noqa: E402
+
 VARIANTS = {
     "returns": ["algo.advantage=returns"],
     "forks_policy": ["algo.advantage=forks", "algo.forks.continuation=policy"],
@@ -63,7 +67,7 @@ def main() -> None:
             sh([py, "eval/run.py", f"task={args.task}", "method=diversed", f"head={run_dir / 'head'}",
                 f"seed={args.eval_seed}", f"eval.num_samples={args.eval_n}", f"out_dir={eval_dir}", "resume=true",
                 "eval.progress=false", *args.eval_extra])
-        hist = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        hist = read_metrics(run_dir / "metrics.jsonl")
         m = json.loads((eval_dir / "metrics.json").read_text())
         rows.append({
             "variant": v, "steps": len(hist), "decoded_tokens": hist[-1]["decoded_tokens"],

@@ -197,7 +197,8 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from data.tasks import chat_stop_for, get_task
     from specdec.loading import Models
     from specdec.models import resolve_device
-    from train.trainer import _read_metrics, _truncate_metrics, batch_indices, encode_prompt, make_wandb
+    from train.metrics_log import append_metrics, read_metrics, truncate_metrics
+    from train.trainer import batch_indices, encode_prompt, make_wandb
 
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
@@ -247,7 +248,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
               "starting from step 0")
     metrics_path = run_dir / "metrics.jsonl"
     if start:
-        _truncate_metrics(metrics_path, start)
+        truncate_metrics(metrics_path, start)
     elif metrics_path.exists():
         metrics_path.unlink()
     OmegaConf.save(cfg, run_dir / "drafter_config.yaml", resolve=True)
@@ -278,8 +279,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
                "grad_norm": float(gn), "tokens": int(mask.sum()), "time_step": time.perf_counter() - t0,
                **{f"kl_d{d + 1}": v for d, v in enumerate(st["kl"])},
                **{f"top1_d{d + 1}": v for d, v in enumerate(st["top1"])}}
-        with open(metrics_path, "a") as f:
-            f.write(json.dumps(rec) + "\n")
+        append_metrics(metrics_path, rec)
         if wandb is not None:
             wandb.log(rec, step=rec["step"])
         bar.set_postfix(loss=f"{rec['loss']:.3f}", top1=f"{st['top1'][0]:.3f}", refresh=False)
@@ -292,7 +292,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
             return {"run_dir": str(run_dir), "stopped_at": step + 1}  # as a kill would: no export
     bar.close()
 
-    hist = _read_metrics(metrics_path)
+    hist = read_metrics(metrics_path)
     tail = hist[-max(1, len(hist) // 10):]
     final = {key: sum(h[key] for h in tail) / len(tail) for key in tail[0] if key != "step"} if tail else {}
     export = Path(cfg.export_dir) if cfg.export_dir else run_dir / "drafter"

@@ -9,23 +9,15 @@ against the step; the default output is <first run dir>/curves.png.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from train.metrics_log import read_metrics  # noqa: E402
+
 PANELS = (("task_reward", "task reward"), ("acceptance_rate", "acceptance rate"), ("w_mean", "head w (mean, q10-q90)"))
-
-
-def read_metrics(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file (is {run_dir} a train/run.py run directory?)")
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill mid-write: the run resumes past it
-    return rows
 
 
 def plot_runs(run_dirs: list[Path], out: Path) -> Path:
@@ -36,7 +28,10 @@ def plot_runs(run_dirs: list[Path], out: Path) -> Path:
 
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
     for run_dir in run_dirs:
-        rows = read_metrics(run_dir)
+        path = Path(run_dir) / "metrics.jsonl"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no such file (is {run_dir} a train/run.py run directory?)")
+        rows = read_metrics(path)
         steps = [r["step"] for r in rows]
         for ax, (key, _) in zip(axes, PANELS):
             line, = ax.plot(steps, [r.get(key) for r in rows], marker=".", label=Path(run_dir).name)

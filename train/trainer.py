@@ -26,6 +26,7 @@ from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.forks import ForkBatch, choose_fork_positions, run_forks
+from train.metrics_log import append_metrics, read_metrics, truncate_metrics
 from train.reinforce import (
     bernoulli_kl,
     branch_clipped_loss,
@@ -148,7 +149,7 @@ class Trainer:
         self.wandb = None
         if rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
-            _truncate_metrics(self.metrics_path, self.start_step)
+            truncate_metrics(self.metrics_path, self.start_step)
             OmegaConf.save(cfg, run_dir / "train_config.yaml", resolve=True)
             self.wandb = make_wandb(cfg, run_dir, self.run_name())
         self.history: list[dict] = []
@@ -443,8 +444,7 @@ class Trainer:
                 self.train_seconds = float(t)
             rec["train_seconds"] = self.train_seconds
             if self.rank == 0:
-                with open(self.metrics_path, "a") as f:
-                    f.write(json.dumps(rec) + "\n")
+                append_metrics(self.metrics_path, rec)
                 if self.wandb is not None:
                     self.wandb.log({k: v for k, v in rec.items() if k != "reward_ranks"}, step=rec["step"])
                 bar.set_postfix(R=f"{rec['task_reward']:.3f}", acc=f"{rec['acceptance_rate']:.3f}",
@@ -474,7 +474,7 @@ class Trainer:
 
     def finish(self) -> dict:
         cfg = self.cfg
-        hist = _read_metrics(self.metrics_path) if self.rank == 0 else self.history
+        hist = read_metrics(self.metrics_path) if self.rank == 0 else self.history
         tail = hist[-max(1, len(hist) // 5):]  # headline figures: mean over the last 20% of steps
         keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
         final = {k: float(np.mean([h[k] for h in tail])) for k in keys} if tail else {}
@@ -601,20 +601,6 @@ def _grad_norm(module: torch.nn.Module) -> float | None:
 def _global_mean(x: torch.Tensor) -> float:
     s = _all_reduce(torch.tensor([x.sum().item(), float(x.numel())], dtype=torch.float64))
     return (s[0] / s[1].clamp_min(1)).item()
-
-
-def _truncate_metrics(path: Path, start_step: int) -> None:
-    """On resume, drop metrics lines of steps that will be re-run (a kill can land after a log, before a save)."""
-    if not path.exists():
-        return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= start_step]
-    path.write_text("".join(line + "\n" for line in keep))
-
-
-def _read_metrics(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def make_wandb(cfg: DictConfig, run_dir: Path, name: str):
