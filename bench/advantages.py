@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from train.metrics_log import read_metrics  # noqa: E402
+from specdec.jsonl import read_jsonl  # noqa: E402
 
 VARIANTS = {
     "returns": ["algo.advantage=returns"],
@@ -67,7 +67,7 @@ def main() -> None:
             sh([py, "eval/run.py", f"task={args.task}", "method=diversed", f"head={run_dir / 'head'}",
                 f"seed={args.eval_seed}", f"eval.num_samples={args.eval_n}", f"out_dir={eval_dir}", "resume=true",
                 "eval.progress=false", *args.eval_extra])
-        hist = read_metrics(run_dir / "metrics.jsonl")
+        hist = read_jsonl(run_dir / "metrics.jsonl")
         m = json.loads((eval_dir / "metrics.json").read_text())
         rows.append({
             "variant": v, "steps": len(hist), "decoded_tokens": hist[-1]["decoded_tokens"],

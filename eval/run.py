@@ -37,6 +37,7 @@ from eval.metrics import (
     speed_metrics,
     validate_metrics,
 )
+from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl
 
 SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
 
@@ -85,37 +86,6 @@ def cut_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> str:
 
 
 # ---------------------------------------------------------------- files
-def read_jsonl(path: Path) -> list[dict]:
-    """Lines of a jsonl file; a torn last line (a crash mid-write) is dropped."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-
-
-def repair_jsonl(path: Path) -> None:
-    """Drop a torn last line (left by a kill mid-write) so that appended lines start on a line of their own."""
-    if path.exists():
-        text = path.read_text()
-        if text and not text.endswith("\n"):
-            path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path)))
-
-
-def append_jsonl(path: Path, rows: list[dict]) -> None:
-    with open(path, "a") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
     signature = json.loads(json.dumps(signature))  # compare as stored (tuples become lists)
     run_file = out_dir / RUN

@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 from data.tasks import get_task
 from eval.methods import METHODS, Models, build_method, register
 from eval.metrics import SCHEMA, validate_metrics
-from eval.run import SAMPLES, read_jsonl, run_method
+from eval.run import SAMPLES, run_method
+from specdec.jsonl import read_jsonl
 from specdec.targets import RoundScores
 from specdec.verify import verify
 

@@ -53,7 +53,7 @@ def test_model_paths_from_dir_or_explicit():
 def test_plot_metrics_draws_the_curves_and_skips_a_cut_line(tmp_path):
     import json
 
-    from train.metrics_log import read_metrics
+    from specdec.jsonl import read_jsonl
     from train.plot_metrics import plot_runs
 
     run = tmp_path / "run"
@@ -61,7 +61,7 @@ def test_plot_metrics_draws_the_curves_and_skips_a_cut_line(tmp_path):
     rows = [{"step": s, "task_reward": 0.5, "acceptance_rate": 0.8 + 0.01 * s, "w_mean": 0.9 - 0.1 * s,
              "w_q10": 0.8 - 0.1 * s, "w_q90": 0.95 - 0.1 * s} for s in range(1, 4)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "task_')
-    assert read_metrics(run / "metrics.jsonl") == rows
+    assert read_jsonl(run / "metrics.jsonl") == rows
     out = plot_runs([run], tmp_path / "c.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
@@ -73,14 +73,14 @@ def test_resume_truncation_drops_rerun_steps_and_a_line_cut_mid_write(tmp_path):
     step 3, which the resumed run logs again."""
     import json
 
-    from train.metrics_log import append_metrics, read_metrics, truncate_metrics
+    from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
 
     path = tmp_path / "metrics.jsonl"
     for s in (1, 2, 3):
-        append_metrics(path, {"step": s, "loss": 1.0 / s})
+        append_jsonl(path, [{"step": s, "loss": 1.0 / s}])
     path.write_text(path.read_text() + '{"step": 4, "lo')
-    truncate_metrics(path, 2)
-    assert read_metrics(path) == [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5}]
-    append_metrics(path, {"step": 3, "loss": 0.25})
+    truncate_steps(path, 2)
+    assert read_jsonl(path) == [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5}]
+    append_jsonl(path, [{"step": 3, "loss": 0.25}])
     assert [r["step"] for r in map(json.loads, path.read_text().splitlines())] == [1, 2, 3]
-    assert read_metrics(tmp_path / "absent.jsonl") == []
+    assert read_jsonl(tmp_path / "absent.jsonl") == []

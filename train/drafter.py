@@ -195,9 +195,9 @@ def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer) -> 
 def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from data.loaders import load_examples
     from data.tasks import chat_stop_for, get_task
+    from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
     from specdec.models import resolve_device
-    from train.metrics_log import append_metrics, read_metrics, truncate_metrics
     from train.trainer import batch_indices, encode_prompt, make_wandb
 
     if cfg.num_threads:
@@ -248,7 +248,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
               "starting from step 0")
     metrics_path = run_dir / "metrics.jsonl"
     if start:
-        truncate_metrics(metrics_path, start)
+        truncate_steps(metrics_path, start)
     elif metrics_path.exists():
         metrics_path.unlink()
     OmegaConf.save(cfg, run_dir / "drafter_config.yaml", resolve=True)
@@ -279,7 +279,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
                "grad_norm": float(gn), "tokens": int(mask.sum()), "time_step": time.perf_counter() - t0,
                **{f"kl_d{d + 1}": v for d, v in enumerate(st["kl"])},
                **{f"top1_d{d + 1}": v for d, v in enumerate(st["top1"])}}
-        append_metrics(metrics_path, rec)
+        append_jsonl(metrics_path, [rec])
         if wandb is not None:
             wandb.log(rec, step=rec["step"])
         bar.set_postfix(loss=f"{rec['loss']:.3f}", top1=f"{st['top1'][0]:.3f}", refresh=False)
@@ -292,7 +292,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
             return {"run_dir": str(run_dir), "stopped_at": step + 1}  # as a kill would: no export
     bar.close()
 
-    hist = read_metrics(metrics_path)
+    hist = read_jsonl(metrics_path)
     tail = hist[-max(1, len(hist) // 10):]
     final = {key: sum(h[key] for h in tail) / len(tail) for key in tail[0] if key != "step"} if tail else {}
     export = Path(cfg.export_dir) if cfg.export_dir else run_dir / "drafter"

@@ -19,10 +19,10 @@ from omegaconf import OmegaConf
 from transformers import AutoConfig, AutoTokenizer
 
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from specdec.jsonl import read_jsonl
 from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train.checkpoint import verify_checkpoint
-from train.metrics_log import read_metrics
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path | None = None) -> Path:
@@ -44,7 +44,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
     state = torch.load(states[0], map_location="cpu", weights_only=False)
     head.load_state_dict(state["module"])
     step = int(state.get("step", -1)) if "step" in state else int(ckpt.name.removeprefix("step"))
-    window = [r for r in read_metrics(cfg_path.parent / "metrics.jsonl") if step - 10 < r["step"] <= step]
+    window = [r for r in read_jsonl(cfg_path.parent / "metrics.jsonl") if step - 10 < r["step"] <= step]
     keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
     metrics = {k: sum(r[k] for r in window) / len(window) for k in keys} if window else {}
     tok = AutoTokenizer.from_pretrained(paths["target"])

@@ -15,7 +15,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from train.metrics_log import read_metrics  # noqa: E402
+from specdec.jsonl import read_jsonl  # noqa: E402
 
 PANELS = (("task_reward", "task reward"), ("acceptance_rate", "acceptance rate"), ("w_mean", "head w (mean, q10-q90)"))
 
@@ -31,7 +31,7 @@ def plot_runs(run_dirs: list[Path], out: Path) -> Path:
         path = Path(run_dir) / "metrics.jsonl"
         if not path.exists():
             raise FileNotFoundError(f"{path}: no such file (is {run_dir} a train/run.py run directory?)")
-        rows = read_metrics(path)
+        rows = read_jsonl(path)
         steps = [r["step"] for r in rows]
         for ax, (key, _) in zip(axes, PANELS):
             line, = ax.plot(steps, [r.get(key) for r in rows], marker=".", label=Path(run_dir).name)

@@ -22,11 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
 from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.forks import ForkBatch, choose_fork_positions, run_forks
-from train.metrics_log import append_metrics, read_metrics, truncate_metrics
 from train.reinforce import (
     bernoulli_kl,
     branch_clipped_loss,
@@ -149,7 +149,7 @@ class Trainer:
         self.wandb = None
         if rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
-            truncate_metrics(self.metrics_path, self.start_step)
+            truncate_steps(self.metrics_path, self.start_step)
             OmegaConf.save(cfg, run_dir / "train_config.yaml", resolve=True)
             self.wandb = make_wandb(cfg, run_dir, self.run_name())
         self.history: list[dict] = []
@@ -444,7 +444,7 @@ class Trainer:
                 self.train_seconds = float(t)
             rec["train_seconds"] = self.train_seconds
             if self.rank == 0:
-                append_metrics(self.metrics_path, rec)
+                append_jsonl(self.metrics_path, [rec])
                 if self.wandb is not None:
                     self.wandb.log({k: v for k, v in rec.items() if k != "reward_ranks"}, step=rec["step"])
                 bar.set_postfix(R=f"{rec['task_reward']:.3f}", acc=f"{rec['acceptance_rate']:.3f}",
@@ -474,7 +474,7 @@ class Trainer:
 
     def finish(self) -> dict:
         cfg = self.cfg
-        hist = read_metrics(self.metrics_path) if self.rank == 0 else self.history
+        hist = read_jsonl(self.metrics_path) if self.rank == 0 else self.history
         tail = hist[-max(1, len(hist) // 5):]  # headline figures: mean over the last 20% of steps
         keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
         final = {k: float(np.mean([h[k] for h in tail])) for k in keys} if tail else {}

@@ -1,0 +1,49 @@
+"""Append-only jsonl logs that survive a kill: evaluation samples and batches, training metrics.
+
+A kill can land mid-write and leave the last line torn. Readers skip such a line; `repair_jsonl` drops it before
+appending resumes, and `truncate_steps` also drops the steps a resumed training run will log again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The complete lines of a jsonl file, in order ([] when there is none)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line torn by a kill mid-write
+    return rows
+
+
+def append_jsonl(path: Path, rows: list[dict]) -> None:
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+        f.flush()
+
+
+def repair_jsonl(path: Path) -> None:
+    """Drop a torn last line so that appended lines start on a line of their own."""
+    path = Path(path)
+    if path.exists():
+        text = path.read_text()
+        if text and not text.endswith("\n"):
+            path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path)))
+
+
+def truncate_steps(path: Path, start_step: int) -> None:
+    """On resume, keep only the lines of steps up to the checkpoint's (a kill can land after a log, before a save)."""
+    path = Path(path)
+    if path.exists():
+        path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path) if r["step"] <= start_step))
