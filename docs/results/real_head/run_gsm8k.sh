@@ -19,12 +19,13 @@ nice -n 2 $PY eval/frontier.py task=gsm8k model=qwen25coder_15b_05b data.path=..
   out_dir=runs/real/gsm8k_t1_n16_m320 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
 # A second, disjoint set of 16 rows: data seed 7 is the first whose rows share none with the 112 training prompts
 # or the first 16 (checked with data.loaders.load_examples + train.trainer.batch_indices), decoding seed 1; the head,
-# then the static point at its acceptance (w = 0.5), then sd.
+# then the static point at its acceptance (w = 0.5), then sd, then w = 0.85 (on set 1 the best static at the head's score).
 EVAL2=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl task.data.seed=7 seed=1
        eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=2 resume=true
        out_dir=runs/real/gsm8k_t1_n16_m320_d7s1)
 nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.5]' "heads=[$RUN/head]"
 nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[sd]' 'frontier.grid=[]'
+nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.85]'  # set 1's best static
 # the tables and pictures of docs/results/real_head/gsm8k/ (set 1 with the whole static line, set 2, both pooled)
 D=docs/results/real_head/gsm8k
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320] out_dir=$D
