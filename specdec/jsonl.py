@@ -7,6 +7,7 @@ appending resumes, and `truncate_steps` also drops the steps a resumed training 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -31,6 +32,7 @@ def append_jsonl(path: Path, rows: list[dict]) -> None:
         for r in rows:
             f.write(json.dumps(r) + "\n")
         f.flush()
+        os.fsync(f.fileno())  # a finished sample or step is on disk before the run moves on
 
 
 def repair_jsonl(path: Path) -> None:
