@@ -83,9 +83,9 @@ class StepLM(LM):
         finally:
             self._prefilling = False
 
-    def feed(self, tokens, valid=None):
+    def feed(self, tokens, valid=None, last_logits_only=False):
         before = self.seconds
-        out = super().feed(tokens, valid)
+        out = super().feed(tokens, valid, last_logits_only)
         if not self._prefilling:
             self.steps.append(self.seconds - before)
         return out

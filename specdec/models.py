@@ -206,10 +206,14 @@ class LM:
         return self.mask.shape[1]
 
     @torch.no_grad()  # not inference_mode: hidden states are re-used as inputs to the trainable head
-    def feed(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def feed(
+        self, tokens: torch.Tensor, valid: torch.Tensor | None = None, last_logits_only: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Append tokens [B, k] (entries with valid=False are holes: padding or ignored slots).
 
         Returns next-token log-probs [B, k, V] (float32) and last-layer hidden states [B, k, H] at every fed slot.
+        last_logits_only: log-probs of the last slot only ([B, 1, V]); a prompt's [B, L, V] log-probs are never read
+        and cost B*L*V floats twice (8 x 900-token prompts x a 152k vocabulary: ~9 GB).
         """
         # Trailing columns real in every row, known on the host without a device read (0: unknown); rollback uses it.
         k = tokens.shape[1]
@@ -232,6 +236,7 @@ class LM:
             cache=self.cache,
             use_cache=True,
             output_hidden_states=True,
+            **({"logits_to_keep": 1} if last_logits_only else {}),
         )
         logprobs = torch.log_softmax(out.logits[..., : self.vocab_size].float(), dim=-1)
         if self.sync_timing and self.device.type == "cuda":  # off: no per-call wait, but `seconds` is launch time
@@ -273,7 +278,7 @@ class LM:
         self.reset(len(sequences))
         tokens, valid = pad_left(sequences)  # host tensors: feed moves them and reads their validity free
         if tokens.shape[1]:
-            return self.feed(tokens, valid)[1]
+            return self.feed(tokens, valid, last_logits_only=True)[1]
         return None
 
 

@@ -5,7 +5,7 @@ import torch
 from scipy.stats import chisquare
 
 from specdec import LM, DraftModelProposer, NgramProposer, StaticEnsembleRule, generate
-from specdec.models import TokenizerMismatchError, check_tokenizers_match
+from specdec.models import TokenizerMismatchError, check_tokenizers_match, pad_left
 from specdec.testing import noisy_copy, random_llama
 
 PROMPTS = [[1, 5, 7], [1, 9, 3, 4, 22, 8, 9, 3], [1], [3, 3, 3, 3, 3]]
@@ -113,6 +113,25 @@ def test_cache_matches_fresh_forward_after_many_rejections():
         fresh = torch.log_softmax(model(torch.tensor([s])).logits[0, -1].float(), -1)
         assert torch.allclose(cached[b, -1], fresh, atol=1e-5), b
     assert lm.mask.shape[1] < sum(len(s) for s in seqs)  # trailing all-hole slots were cropped
+
+
+def test_prefill_keeps_only_the_last_logits_and_matches_a_full_feed():
+    """A prompt's [B, L, V] log-probs are never read; prefill must not materialise them (the real pair's 900-token
+    CNN/DM prompts at batch 8 ran out of 24 GB with them), and must leave the same cache and hidden states."""
+    model = random_llama(64, hidden=32, layers=2, seed=6, dtype=torch.float64)
+    seqs = [[1, 2, 3, 4, 5], [7, 8], [9, 10, 11, 12, 13, 14, 15]]
+    full, lean = LM(model), LM(model)
+    full.reset(len(seqs))
+    lean.reset(len(seqs))
+    tokens, valid = pad_left(seqs)
+    logp_full, hidden_full = full.feed(tokens, valid)
+    logp_lean, hidden_lean = lean.feed(tokens, valid, last_logits_only=True)
+    assert logp_full.shape[1] == 7 and logp_lean.shape[1] == 1
+    assert torch.allclose(logp_lean[:, 0], logp_full[:, -1], atol=1e-10)
+    assert torch.allclose(hidden_lean, hidden_full, atol=1e-10)
+    assert torch.allclose(lean.prefill(seqs), hidden_full, atol=1e-10)
+    step = torch.tensor([[20], [21], [22]])
+    assert torch.allclose(lean.feed(step)[0], full.feed(step)[0], atol=1e-10)  # same cache after the prompt
 
 
 def test_bad_input_errors(pair64):
