@@ -1,0 +1,109 @@
+"""Pool evaluation runs over disjoint prompt sets, and compare methods prompt by prompt.
+
+    python eval/pool.py runs/real/gsm8k_t1_n16_m320 runs/real/gsm8k_t1_n16_m320_d7s1 [--ref sd]
+
+Each argument is an eval/frontier.py (or eval/run.py) output directory holding <label>/samples.jsonl and
+<label>/metrics.json per method. For every method finished in any of them: the score pooled over the sets it ran on,
+with its bootstrap 95% CI, and the pooled acceptance (accepted / drafted tokens). Then each method against a reference
+(--ref; default the first trained head, `diversed...`): the paired difference on the prompts both ran, resampling
+prompts (score: per-prompt differences; acceptance: the difference of ratios of sums, prompts resampled jointly).
+Paired differences are what small evaluations can resolve: prompt difficulty cancels out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval.metrics import bootstrap_ci  # noqa: E402
+from specdec.jsonl import read_jsonl  # noqa: E402
+
+N_BOOT = 2000
+
+
+def finished_labels(run_dirs: list[Path]) -> list[str]:
+    """Method labels with a metrics.json (a finished method) in any of the run directories."""
+    return sorted({p.name for d in run_dirs for p in d.iterdir() if (p / "metrics.json").exists()})
+
+
+def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[float, int, int]]:
+    """(set index, prompt idx) -> (score, accepted tokens, drafted tokens), over the sets where `label` finished."""
+    out = {}
+    for k, d in enumerate(run_dirs):
+        if not (d / label / "metrics.json").exists():
+            continue
+        for s in read_jsonl(d / label / "samples.jsonl"):
+            out[(k, s["idx"])] = (float(s["score"]), int(sum(s["accepted"])), int(sum(s["drafted"])))
+    return out
+
+
+def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
+    """ref minus other on their shared prompts: mean score difference and acceptance difference with 95% CIs."""
+    keys = sorted(set(ref) & set(other))
+    if not keys:
+        raise ValueError("no prompt in common: the two methods ran on different sets")
+    r = np.array([ref[k] for k in keys], dtype=np.float64)
+    o = np.array([other[k] for k in keys], dtype=np.float64)
+    d = r[:, 0] - o[:, 0]
+    idx = np.random.default_rng(seed).integers(0, len(keys), size=(N_BOOT, len(keys)))
+
+    def acc(x: np.ndarray) -> np.ndarray:  # accepted / drafted over the rows; 0 drafted (autoregressive) gives nan
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return x[..., 1].sum(-1) / x[..., 2].sum(-1)
+
+    boot = acc(r[idx]) - acc(o[idx])
+    lo, hi = np.nanquantile(boot, [0.025, 0.975]) if np.isfinite(boot).any() else (np.nan, np.nan)
+    return {"n": len(keys), "score": float(d.mean()), "score_ci": bootstrap_ci(d, n_boot=N_BOOT, seed=seed),
+            "accept": float(acc(r) - acc(o)), "accept_ci": (float(lo), float(hi))}
+
+
+def report(run_dirs: list[Path], ref: str | None = None) -> str:
+    labels = finished_labels(run_dirs)
+    if not labels:
+        raise SystemExit(f"no finished method (<label>/metrics.json) under {', '.join(map(str, run_dirs))}")
+    data = {lab: per_prompt(run_dirs, lab) for lab in labels}
+    lines = [f"Pooled over {len(run_dirs)} disjoint prompt set(s): {', '.join(map(str, run_dirs))}", "",
+             "| method | n | score | 95% CI | acceptance | drafted |", "|---|---|---|---|---|---|"]
+    for lab in labels:
+        v = data[lab].values()
+        sc = [x[0] for x in v]
+        acc, dr = sum(x[1] for x in v), sum(x[2] for x in v)
+        lo, hi = bootstrap_ci(sc, n_boot=N_BOOT)
+        accept = f"{acc / dr:.3f}" if dr else "-"
+        lines.append(f"| {lab} | {len(sc)} | {np.mean(sc):.3f} | [{lo:.3f}, {hi:.3f}] | {accept} | {dr:,} |")
+    if ref is None:
+        ref = next((lab for lab in labels if lab.startswith("diversed")), None)
+        if ref is None:
+            return "\n".join(lines)
+    if ref not in data:
+        raise SystemExit(f"--ref {ref!r} is not a finished method here; have: {', '.join(labels)}")
+    lines += ["", f"Paired differences, {ref} minus each method (the same prompts; {N_BOOT:,} bootstrap resamples of "
+              "prompts):", "", "| method | score diff | 95% CI | acceptance diff | 95% CI |", "|---|---|---|---|---|"]
+    for lab in labels:
+        if lab == ref or not set(data[ref]) & set(data[lab]):
+            continue
+        p = paired_difference(data[ref], data[lab])
+        (lo, hi), (alo, ahi) = p["score_ci"], p["accept_ci"]
+        lines.append(f"| {lab} (n={p['n']}) | {p['score']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p['accept']:+.3f} | "
+                     f"[{alo:+.3f}, {ahi:+.3f}] |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dirs", nargs="+", type=Path)
+    ap.add_argument("--ref", default=None, help="the method the others are compared with (default: the first head)")
+    args = ap.parse_args()
+    for d in args.run_dirs:
+        if not d.is_dir():
+            raise SystemExit(f"not a run directory: {d}")
+    print(report(args.run_dirs, args.ref))
+
+
+if __name__ == "__main__":
+    main()
