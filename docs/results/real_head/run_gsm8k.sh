@@ -27,13 +27,16 @@ nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[]' 'frontier.g
 nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[sd]' 'frontier.grid=[]'
 nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.85]'  # set 1's best static
 # A third disjoint set: data seed 8 is the first after 7 whose rows share none with the training prompts, set 1 or
-# set 2; decoding seed 2. The head and w = 0.85 first (the comparison left open by sets 1 and 2), then sd.
+# set 2; decoding seed 2. The head and w = 0.85 first (the comparison left open by sets 1 and 2), then w = 0.5 (the
+# static point at the head's acceptance), then sd.
 EVAL3=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl task.data.seed=8 seed=2
        eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=2 resume=true
        out_dir=runs/real/gsm8k_t1_n16_m320_d8s2)
 nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.85]' "heads=[$RUN/head]"
+nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.5]'
+# sd on set 3 was not run in the session that ran the lines above (time); this line adds it on a rerun.
 nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[sd]' 'frontier.grid=[]'
-# the tables and pictures of docs/results/real_head/gsm8k/ (set 1 with the whole static line, set 2, both pooled)
+# the tables and pictures of docs/results/real_head/gsm8k/ (set 1 with the whole static line, sets 2 and 3, pooled)
 D=docs/results/real_head/gsm8k
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320] out_dir=$D
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320_d7s1] out_dir=$D/set2
