@@ -34,7 +34,6 @@ EVAL3=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.
        out_dir=runs/real/gsm8k_t1_n16_m320_d8s2)
 nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.85]' "heads=[$RUN/head]"
 nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[]' 'frontier.grid=[0.5]'
-# sd on set 3 was not run in the session that ran the lines above (time); this line adds it on a rerun.
 nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[sd]' 'frontier.grid=[]'
 # the tables and pictures of docs/results/real_head/gsm8k/ (set 1 with the whole static line, sets 2 and 3, pooled)
 D=docs/results/real_head/gsm8k
