@@ -8,11 +8,18 @@ with its bootstrap 95% CI, and the pooled acceptance (accepted / drafted tokens)
 (--ref; default the first trained head, `diversed...`): the paired difference on the prompts both ran, resampling
 prompts (score: per-prompt differences; acceptance: the difference of ratios of sums, prompts resampled jointly).
 Paired differences are what small evaluations can resolve: prompt difficulty cancels out.
+
+The methods finished on *every* set (the same prompts) are also read against the issue's bars exactly as
+eval/frontier.py reads one set (per head: the best static point scoring at least as well, and SD), and --plot draws
+their pooled quality-vs-acceptance picture with frontier.py's code. A method finished on only some sets is pooled in
+the first table and paired on the prompts it shares, but left out of the bars and the picture: its mean is over
+other prompts.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -20,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval.frontier import comparison_lines, plot_quality_vs_acceptance  # noqa: E402
 from eval.metrics import bootstrap_ci  # noqa: E402
 from specdec.jsonl import read_jsonl  # noqa: E402
 
@@ -42,6 +50,22 @@ def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[
     return out
 
 
+def pooled_rows(run_dirs: list[Path], data: dict[str, dict]) -> list[dict]:
+    """eval/frontier.py rows for the methods finished on every set: the first set's metrics.json (method, label,
+    params, head) with the score, its bootstrap CI, the acceptance and n pooled over all sets."""
+    rows = []
+    for lab, v in data.items():
+        if not all((d / lab / "metrics.json").exists() for d in run_dirs):
+            continue
+        m = json.loads((run_dirs[0] / lab / "metrics.json").read_text())
+        sc = [x[0] for x in v.values()]
+        acc, dr = sum(x[1] for x in v.values()), sum(x[2] for x in v.values())
+        m.update(task_score=float(np.mean(sc)), task_score_ci=list(bootstrap_ci(sc, n_boot=N_BOOT)),
+                 acceptance_rate=acc / dr if dr else None, num_samples=len(sc))
+        rows.append(m)
+    return rows
+
+
 def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
     """ref minus other on their shared prompts: mean score difference and acceptance difference with 95% CIs."""
     keys = sorted(set(ref) & set(other))
@@ -62,11 +86,15 @@ def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
             "accept": float(acc(r) - acc(o)), "accept_ci": (float(lo), float(hi))}
 
 
-def report(run_dirs: list[Path], ref: str | None = None) -> str:
+def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None) -> str:
     labels = finished_labels(run_dirs)
     if not labels:
         raise SystemExit(f"no finished method (<label>/metrics.json) under {', '.join(map(str, run_dirs))}")
     data = {lab: per_prompt(run_dirs, lab) for lab in labels}
+    rows = pooled_rows(run_dirs, data)
+    if plot is not None and rows:
+        plot_quality_vs_acceptance(rows, plot, f"pooled over {len(run_dirs)} set(s), n = "
+                                   f"{max(m['num_samples'] for m in rows)}: task quality vs acceptance")
     lines = [f"Pooled over {len(run_dirs)} disjoint prompt set(s): {', '.join(map(str, run_dirs))}", "",
              "| method | n | score | 95% CI | acceptance | drafted |", "|---|---|---|---|---|---|"]
     for lab in labels:
@@ -76,6 +104,10 @@ def report(run_dirs: list[Path], ref: str | None = None) -> str:
         lo, hi = bootstrap_ci(sc, n_boot=N_BOOT)
         accept = f"{acc / dr:.3f}" if dr else "-"
         lines.append(f"| {lab} | {len(sc)} | {np.mean(sc):.3f} | [{lo:.3f}, {hi:.3f}] | {accept} | {dr:,} |")
+    comp = comparison_lines(rows)
+    if comp:
+        lines += ["", "Against the issue's bars, pooled (only methods finished on every set; point estimates, as "
+                  "eval/frontier.py reads one set):", "", *comp]
     if ref is None:
         ref = next((lab for lab in labels if lab.startswith("diversed")), None)
         if ref is None:
@@ -98,11 +130,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dirs", nargs="+", type=Path)
     ap.add_argument("--ref", default=None, help="the method the others are compared with (default: the first head)")
+    ap.add_argument("--plot", type=Path, default=None, help="write the pooled quality-vs-acceptance picture here")
     args = ap.parse_args()
     for d in args.run_dirs:
         if not d.is_dir():
             raise SystemExit(f"not a run directory: {d}")
-    print(report(args.run_dirs, args.ref))
+    print(report(args.run_dirs, args.ref, args.plot))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.pool import paired_difference, per_prompt, report
+from eval.pool import paired_difference, per_prompt, pooled_rows, report
 
 
 def write_method(run_dir: Path, label: str, rows: list[tuple[float, int, int]], finished: bool = True) -> None:
@@ -17,8 +17,11 @@ def write_method(run_dir: Path, label: str, rows: list[tuple[float, int, int]], 
             # accepted/drafted are per-round lists in real samples; split them to check they are summed
             f.write(json.dumps({"idx": i, "score": score, "accepted": [acc // 2, acc - acc // 2],
                                 "drafted": [dr // 2, dr - dr // 2]}) + "\n")
-    if finished:
-        (d / "metrics.json").write_text("{}")
+    if finished:  # the metadata eval/run.py writes that pooling keeps (the scores are recomputed from samples)
+        method = label.split("(")[0]
+        params = {"w": float(label.split("=")[1].rstrip(")"))} if method == "static" else {}
+        (d / "metrics.json").write_text(json.dumps({"method": method, "label": label, "params": params,
+                                                    "task_score": -1.0, "acceptance_rate": -1.0}))
 
 
 @pytest.fixture
@@ -61,3 +64,19 @@ def test_report_tables_and_a_bad_reference(two_sets):
     assert "sd minus each method" in report(two_sets, ref="sd")
     with pytest.raises(SystemExit, match="not a finished method"):
         report(two_sets, ref="lossy")
+
+
+def test_pooled_rows_recompute_scores_and_acceptance_over_every_set_and_feed_the_bars(two_sets, tmp_path):
+    data = {lab: per_prompt(two_sets, lab) for lab in ("sd", "diversed(λ=3)", "static(w=0.50)")}
+    rows = {m["label"]: m for m in pooled_rows(two_sets, data)}
+    assert set(rows) == {"sd", "diversed(λ=3)"}  # static(w=0.50) did not finish set 2: not comparable, left out
+    assert rows["sd"]["task_score"] == pytest.approx(0.5) and rows["sd"]["num_samples"] == 4
+    assert rows["sd"]["acceptance_rate"] == pytest.approx(16 / 32)
+    assert rows["diversed(λ=3)"]["acceptance_rate"] == pytest.approx(29 / 32)
+    lo, hi = rows["diversed(λ=3)"]["task_score_ci"]
+    assert lo <= 0.75 <= hi
+    png = tmp_path / "pool.png"
+    text = report(two_sets, plot=png)
+    # the head (0.75 at 29/32) against sd (0.5 at 16/32): +40.6 acceptance points at +25 score points
+    assert "acceptance +40.6 points, score +25.0 points (bar ≥ +15 at a score ≥ sd − 2: met)" in text
+    assert png.stat().st_size > 0

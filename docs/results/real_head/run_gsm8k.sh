@@ -40,7 +40,8 @@ D=docs/results/real_head/gsm8k
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320] out_dir=$D
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320_d7s1] out_dir=$D/set2
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320_d8s2] out_dir=$D/set3
-$PY eval/pool.py runs/real/gsm8k_t1_n16_m320 runs/real/gsm8k_t1_n16_m320_d7s1 runs/real/gsm8k_t1_n16_m320_d8s2 > $D/pool.md
+$PY eval/pool.py runs/real/gsm8k_t1_n16_m320 runs/real/gsm8k_t1_n16_m320_d7s1 runs/real/gsm8k_t1_n16_m320_d8s2 \
+  --plot $D/pool.png > $D/pool.md
 $PY train/plot_metrics.py $RUN --out $D/training_curves.png
 # where the head puts its weight (set 1's rows and seed; 898 s): w by the class of the drafted token and TV decile
 nice -n 2 $PY bench/head_report.py model=qwen25coder_15b_05b task=gsm8k data.path=../shared/data/gsm8k/test.jsonl \
