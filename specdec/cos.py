@@ -164,7 +164,8 @@ def cos_generate(
             n_proposals += len(idx)
             n_proposals_accepted += int(b_accepted.sum())
             b_acc_prob[idx] = res_b.accept_prob[:, 0].float()
-            b_exp_acc[idx] = torch.minimum(b_prob[idx], nu_b).sum(-1).float()
+            b_exp_acc[idx] = (res_b.accept_prob[:, 0].float() if greedy  # deterministic: the indicator
+                              else torch.minimum(b_prob[idx], nu_b).sum(-1).float())
             tv_b = total_variation(nu_b, b_prob[idx])
             nu_tok = nu_b.gather(-1, committed[:, None]).squeeze(-1)
             d_tok = b_prob[idx].gather(-1, committed[:, None]).squeeze(-1)
@@ -223,7 +224,7 @@ def cos_generate(
         tv_x = total_variation(nu, d_t)
         nu_c = nu[rows, n.clamp(max=gamma - 1)].gather(-1, corr[:, None]).squeeze(-1)
         d_c = d_t[rows, n.clamp(max=gamma - 1)].gather(-1, corr[:, None]).squeeze(-1)
-        exp_acc = torch.minimum(d_t, nu).sum(-1).float()
+        exp_acc = res.accept_prob.float() if greedy else torch.minimum(d_t, nu).sum(-1).float()
         for b in active.nonzero().squeeze(-1).tolist():
             nb = int(n[b])
             toks = drafts_t[b, :nb].tolist()

@@ -241,8 +241,9 @@ def generate(
         rounds["drafted"].append(active.long() * gamma)
         rounds["accepted"].append(torch.where(active, n, 0))
         rounds["accept_prob"].append(res.accept_prob.float())
+        # P(accept | prefix) = Σ min(d, ν) at T > 0; greedy drafts and acceptance are deterministic: the indicator
         rounds["expected_accept"].append(
-            torch.minimum(draft_probs, nu[:, :gamma]).sum(-1).float() if gamma else nu.new_zeros(B, 0)
+            res.accept_prob.float() if greedy or not gamma else torch.minimum(draft_probs, nu[:, :gamma]).sum(-1).float()
         )
 
         num_rounds += 1

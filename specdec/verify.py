@@ -23,7 +23,7 @@ VERIFY_RULE_VERSION = 1
 class VerifyResult:
     num_accepted: torch.Tensor  # [B] long: accepted drafts per row (0..γ)
     tokens: torch.Tensor  # [B, γ+1] long: accepted drafts then the emitted token, padded with -1
-    accept_prob: torch.Tensor  # [B, γ] min(1, ν/d) at each draft token
+    accept_prob: torch.Tensor  # [B, γ] min(1, ν/d) at each draft token; greedy: 1[draft = argmax ν]
     zero_prob_draft: torch.Tensor | None = None  # [B] bool: a draft its own distribution gives probability 0
 
 
@@ -73,6 +73,7 @@ def verify(
         accept_prob = torch.clamp(nu_tok / d_tok, max=1.0)
         if greedy:
             accepted = draft_tokens == target_probs[:, :gamma].argmax(-1)
+            accept_prob = accepted.to(accept_prob.dtype)  # the greedy rule accepts with probability 0 or 1
         else:
             u = torch.rand(B, gamma, device=device, dtype=accept_prob.dtype, generator=generator)
             accepted = u < accept_prob  # u in [0,1): a zero-probability draft under ν is never accepted

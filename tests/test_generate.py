@@ -27,6 +27,11 @@ def test_greedy_sd_equals_greedy_autoregressive(pair64, gamma):
     # The pair must exercise both partial acceptance (holes) and full acceptance.
     acc = sd.rounds["accepted"][sd.rounds["active"]]
     assert 0.2 < sd.acceptance_rate < 0.95 and (acc == gamma).any() and (acc < gamma).any()
+    # Greedy acceptance is deterministic: the recorded per-draft probabilities are indicators whose leading ones
+    # count each round's accepted drafts, so the predicted lengths of eval/metrics.py equal the measured one.
+    ap = sd.rounds["accept_prob"][sd.rounds["active"]]
+    assert torch.equal(ap.long().cumprod(-1).sum(-1), acc) and ((ap == 0) | (ap == 1)).all()
+    assert torch.equal(sd.rounds["expected_accept"][sd.rounds["active"]], ap)
     ng = generate(LM(target), NgramProposer(64, max_ngram=4), PROMPTS, gamma=gamma, max_new_tokens=40, temperature=0)
     assert ng.tokens == ar.tokens
     # Greedy through the static w=1 rule (with bonus q) is the same decoding.

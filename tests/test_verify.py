@@ -85,6 +85,9 @@ def test_greedy_accepts_while_argmax_matches():
     assert res.num_accepted.item() == 1 and res.tokens.tolist() == [[1, 0, -1]]
     res = verify(torch.tensor([[1, 0]]), d, nu, greedy=True)
     assert res.num_accepted.item() == 2 and res.tokens.tolist() == [[1, 0, 1]]
+    # the greedy rule accepts with probability 0 or 1, not min(1, ν/d): the recorded probability is the indicator
+    res = verify(torch.tensor([[1, 1]]), d, nu, greedy=True)
+    assert res.accept_prob.tolist() == [[1.0, 0.0]]
 
 
 def test_zero_probability_draft_is_an_error():
