@@ -51,6 +51,15 @@ def test_returns_and_global_normalisation_match_direct_computation():
     assert abs(adv[MASK].mean().item()) < 1e-12 and abs(adv[MASK].std(unbiased=False).item() - 1) < 1e-6
 
 
+def test_constant_returns_give_zero_advantages_at_scale_one():
+    """Every rollout scoring the same at step 0 (KL to the initial head exactly 0): no task signal, and the scale
+    that policy_loss divides λ by stays 1 instead of 1e-8."""
+    zeros = torch.zeros(3, 4, dtype=torch.float64)
+    adv, scale = compute_advantages(algo="reinforce_pp", task_reward=torch.zeros(3, dtype=torch.float64), mask=MASK,
+                                    group=None, logp_old=zeros, logp_ref=zeros, kl_coef=0.1, lam_per_token=None)
+    assert scale == 1.0 and torch.equal(adv, zeros)
+
+
 def test_plain_reinforce_uses_moving_baseline_without_normalisation():
     adv, scale = compute_advantages(
         algo="reinforce", task_reward=R, mask=MASK, group=None, logp_old=torch.zeros(3, 4, dtype=torch.float64),

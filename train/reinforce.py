@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 
 EPS = 1e-8
+STD_MIN = 1e-6  # returns with a smaller global std are constant: nothing to normalise
 
 
 def log_nu(w: torch.Tensor, p_tok: torch.Tensor, q_tok: torch.Tensor) -> torch.Tensor:
@@ -108,8 +109,14 @@ def token_returns(r: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> to
 
 
 def normalize_advantages(returns: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """REINFORCE++'s global normalisation: (G - mean) / std over all valid tokens of all ranks; also the std."""
+    """REINFORCE++'s global normalisation: (G - mean) / std over all valid tokens of all ranks; also the std.
+
+    Returns that do not vary (std < STD_MIN: every rollout scored the same at the first step, where the KL to the
+    initial head is exactly 0) carry no task signal: the advantages are 0 and the scale 1. Dividing by std + EPS
+    there would multiply the λ term (which policy_loss divides by the same scale) by up to 1/EPS = 1e8."""
     mean, std = masked_global_mean_std(returns, mask)
+    if float(std) < STD_MIN:
+        return torch.zeros_like(returns), 1.0
     return (returns - mean) / (std + EPS) * mask.to(returns.dtype), float(std) + EPS
 
 
