@@ -4,9 +4,11 @@
 stdin carries one line with the pass token, then a JSON list of [name, source] parts, executed in order in one
 namespace (the generated code and the tests are separate parts, so an unterminated string in the code cannot
 swallow the tests). A pass is reported only by writing the token to result_fd, which the audit hook does when the
-runner reaches the FINISH line below after every part ran without an exception. The token lives only in the hook's
-closure: the program cannot reach it without frame or gc introspection, which the hook blocks, and it cannot fake
-the runner frame's current line (that needs a trace function, also blocked).
+runner reaches the FINISH line below after every part ran without an exception, and only if every part's code
+object was really executed (the hook counts their `exec` audit events: a program that reaches the runner's frame,
+e.g. with sys._getframe(1), and empties its list of parts or rebinds its exec, is not a pass). The token lives
+only in the hook's closure: the program cannot reach it without frame or gc introspection, which the hook blocks,
+and it cannot fake the runner frame's current line (that needs a trace function, also blocked).
 """
 
 import os
@@ -21,8 +23,10 @@ def _limits(lim: dict) -> None:
         resource.setrlimit(getattr(resource, name), (value, value))
 
 
-def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
-    """Read the token and the job from stdin, install the audit hook, return the job. Keeps the token."""
+def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
+    """Read the token and the job from stdin, compile the parts, install the audit hook, return the compiled
+    parts as a tuple of (name, code). Keeps the token. Raises SyntaxError/ValueError for a part that does not
+    compile (no hook is installed then: nothing runs)."""
     chunks = []
     while True:
         chunk = os.read(0, 1 << 16)
@@ -32,7 +36,9 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
     token, _, job = b"".join(chunks).partition(b"\n")
     import json
 
-    parts = json.loads(job)
+    codes = tuple((name, compile(src, f"<{name}>", "exec")) for name, src in json.loads(job))
+    expected = {id(code): code for _, code in codes}  # the dict keeps them alive, so ids stay theirs
+    executed: set[int] = set()
     root = os.path.realpath(os.getcwd())
     own_proc = f"/proc/{os.getpid()}"
     write, realpath, fspath, isdir, dumps = os.write, os.path.realpath, os.fsdecode, os.path.isdir, json.dumps
@@ -73,10 +79,15 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
         raise PermissionError(f"sandbox: {event} blocked ({why})")
 
     def hook(event: str, args: tuple) -> None:
+        if event == "exec":
+            if args and expected.get(id(args[0])) is args[0]:
+                executed.add(id(args[0]))
+            return
         if event == "sandbox.finish":
-            # Only the runner frame, standing on the FINISH line, with no violation so far, and only once.
+            # Only the runner frame, standing on the FINISH line, with no violation so far, every part executed,
+            # and only once.
             if args and args[0] is runner_frame and runner_frame.f_lineno == finish_line:
-                if not violations and not finished:
+                if not violations and not finished and len(executed) == len(expected):
                     finished.append(True)
                     write(result_fd, token + b"\n")
             return
@@ -112,7 +123,7 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> list:
             deny(event, f"frame introspection ({args[1]})")
 
     sys.addaudithook(hook)
-    return parts
+    return codes
 
 
 def _main() -> None:
@@ -122,12 +133,11 @@ def _main() -> None:
     result_fd, finish_line, limits = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
     _limits(limits)
     frame = sys._getframe()
-    parts = _guard(frame, finish_line, result_fd)
     # Keep our own references: the program may replace module attributes (sys.audit, os.write, ...).
     audit, write, dumps, exit_, run, flush = sys.audit, os.write, json.dumps, os._exit, exec, _flush
     status, info = "error", {}
     try:
-        codes = [(name, compile(src, f"<{name}>", "exec")) for name, src in parts]
+        codes = _guard(frame, finish_line, result_fd)
     except (SyntaxError, ValueError) as e:
         write(result_fd, (dumps({"status": "syntax_error", "error": f"{type(e).__name__}: {e}"}) + "\n").encode())
         flush()
