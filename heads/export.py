@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -97,13 +98,12 @@ def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = Non
 def replace_dir(tmp: Path, out_dir: Path) -> Path:
     """Move a complete export directory `tmp` to `out_dir`, replacing an older export only once the new one is
     complete (so a crash never leaves a half-written export under the final name)."""
+    old = out_dir.with_name(out_dir.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)  # left by an export killed mid-replace: it would block os.replace
     if out_dir.exists():
-        old = out_dir.with_name(out_dir.name + ".old")
         os.replace(out_dir, old)
         os.replace(tmp, out_dir)
-        for f in old.iterdir():
-            f.unlink()
-        old.rmdir()
+        shutil.rmtree(old)
     else:
         os.replace(tmp, out_dir)
     return out_dir
@@ -122,7 +122,8 @@ def read_head_config(path: str | Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise HeadFormatError(f"{cfg_file} is corrupt (not valid JSON: {e}); re-export the head") from e
     if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
-        raise HeadFormatError(f"{cfg_file} is not a {FORMAT_NAME} config (format={config.get('format')!r})")
+        found = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise HeadFormatError(f"{cfg_file} is not a {FORMAT_NAME} config (format={found!r})")
     if config.get("format_version") != FORMAT_VERSION:
         raise HeadFormatError(
             f"{path}: head format version {config.get('format_version')} is not supported by this code "

@@ -263,8 +263,9 @@ def read_drafter_config(path: str | Path) -> dict:
         config = json.loads((path / CONFIG).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DrafterMismatchError(f"{path / CONFIG} is corrupt (not valid JSON: {e})") from e
-    if config.get("format") != FORMAT_NAME:
-        raise DrafterMismatchError(f"{path} is not a feature drafter export (format={config.get('format')!r})")
+    if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
+        found = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise DrafterMismatchError(f"{path} is not a feature drafter export (format={found!r})")
     if config.get("format_version") != FORMAT_VERSION:
         raise DrafterMismatchError(f"{path}: drafter format version {config.get('format_version')} is not "
                                    f"supported (this code reads version {FORMAT_VERSION}); re-export it")

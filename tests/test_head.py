@@ -116,6 +116,13 @@ def test_export_load_roundtrip_and_validation(tmp_path):
     # re-export over an existing export replaces it
     export_head(_random_head("linear", dtype=torch.float32, seed=3), out, meta)
     assert load_head(out)[1]["arch"]["arch"] == "linear"
+    # an export killed between its two renames left <out>.old behind (and maybe no <out>): later exports still work
+    stale = out.with_name(out.name + ".old")
+    stale.mkdir()
+    (stale / "head.safetensors").write_bytes(b"left over")
+    for seed in (4, 5):
+        export_head(_random_head("mlp", dtype=torch.float32, seed=seed), out, meta)
+        assert load_head(out)[1]["arch"]["arch"] == "mlp" and not stale.exists()
 
 
 def test_corrupt_exports_give_clear_errors(tmp_path):
@@ -131,6 +138,9 @@ def test_corrupt_exports_give_clear_errors(tmp_path):
     out2 = export_head(head, tmp_path / "head2", {})
     (out2 / "config.json").write_text("{not json")
     with pytest.raises(HeadFormatError, match="not valid JSON"):
+        load_head(out2)
+    (out2 / "config.json").write_text("[]")  # valid JSON, not an object
+    with pytest.raises(HeadFormatError, match="not a .* config"):
         load_head(out2)
 
     with pytest.raises(HeadFormatError, match="no exported head"):
