@@ -26,6 +26,7 @@ Rejection and bias are measured on tested positions (accepted drafts and first r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -385,7 +386,7 @@ def run_all(cfg: DictConfig, out_dir: Path) -> list[dict]:
         jobs.append(("static", {**method_config("static"), "w": float(w)}, None))
     for h in cfg.get("heads") or []:
         jobs.append(("diversed", method_config("diversed"), str(h)))
-    results = []
+    results, seen = [], set()
     proposer = cfg.frontier.get("proposer")
     for name, mcfg, head in jobs:
         c = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
@@ -396,6 +397,9 @@ def run_all(cfg: DictConfig, out_dir: Path) -> list[dict]:
         c.method = OmegaConf.create(mcfg)
         c.head_path = head
         spec = build_method(name, models, c)
+        if spec.label in seen and spec.head_meta is not None:  # two heads of one λ (seeds, checkpoints)
+            spec = dataclasses.replace(spec, label=f"{spec.label}@{str(spec.head_meta.get('weights_sha256'))[:8]}")
+        seen.add(spec.label)
         sub = spec.label.replace("/", "_").replace(" ", "")
         results.append(run_method(c, spec, models, task, examples, out_dir / sub))
     return results

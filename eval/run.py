@@ -86,6 +86,15 @@ def cut_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> str:
 
 
 # ---------------------------------------------------------------- files
+# Signature keys that run.json files written before they existed do not hold: not checked against those (the
+# resumed run records them from then on).
+SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "reward_opts")
+
+
+def _plain(x: Any) -> Any:
+    return OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x
+
+
 def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
     signature = json.loads(json.dumps(signature))  # compare as stored (tuples become lists)
     run_file = out_dir / RUN
@@ -96,7 +105,8 @@ def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
                 f"another directory (hydra.run.dir=...)"
             )
         old = json.loads(run_file.read_text()) if run_file.exists() else {}
-        diff = [f"{k}: {old.get(k)!r} there vs {v!r} now" for k, v in signature.items() if old.get(k) != v]
+        diff = [f"{k}: {old.get(k)!r} there vs {v!r} now" for k, v in signature.items()
+                if old.get(k) != v and not (k in SIGNATURE_ADDED_LATER and k not in old)]
         if diff:
             shown = "; ".join(diff)
             raise ValueError(f"cannot resume {out_dir}: it was run with different settings ({shown})")
@@ -177,6 +187,11 @@ def run_method(
         "temperature": temperature, "gamma": spec.gamma, "max_new_tokens": max_new, "batch_size": bs,
         "model": models.names(), "head": str(head) if head else None,
         "chat_stop": chat_stop.pattern if chat_stop else None,
+        # the head's weights, not only its path: a resumed training run re-exports to the same directory
+        "head_sha256": (spec.head_meta or {}).get("weights_sha256") if head else None,
+        "method_config": _plain(cfg.method),  # max_ngram, drafter, threshold, ...
+        "model_settings": {k: (cfg.get("model") or {}).get(k) for k in ("dtype", "device")},
+        "reward_opts": _plain(cfg.task.get("reward_opts") or {}),
     }
     _check_resume(out_dir, signature, bool(cfg.get("resume", False)))
 

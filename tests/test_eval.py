@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from data.tasks import get_task
 from eval.methods import METHODS, Models, build_method, register
 from eval.metrics import SCHEMA, validate_metrics
-from eval.run import SAMPLES, run_method
+from eval.run import SAMPLES, SIGNATURE_ADDED_LATER, run_method
 from specdec.jsonl import read_jsonl
 from specdec.targets import RoundScores
 from specdec.verify import verify
@@ -196,6 +196,14 @@ def test_killed_run_resumes_without_recomputing(models, tmp_path):
     other.eval.batch_size, other.resume, other.seed = 2, True, 1
     with pytest.raises(ValueError, match="seed"):
         run_method(other, spec, models, TASK, ex, tmp_path)
+    other.seed = 0
+    other.method.max_ngram = 7  # a method setting the label does not show
+    with pytest.raises(ValueError, match="method_config"):
+        run_method(other, spec, models, TASK, ex, tmp_path)
+    # a run.json written before the later signature keys existed resumes (they are recorded from then on)
+    old_run = json.loads((tmp_path / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({k: v for k, v in old_run.items()
+                                                   if k not in SIGNATURE_ADDED_LATER}))
 
     resumed: list[int] = []
 
@@ -209,6 +217,7 @@ def test_killed_run_resumes_without_recomputing(models, tmp_path):
     assert (tmp_path / SAMPLES).read_text().startswith(first)  # finished samples untouched
     idx = [s["idx"] for s in read_jsonl(tmp_path / SAMPLES)]
     assert sorted(idx) == list(range(8)) and m["num_samples"] == 8
+    assert json.loads((tmp_path / "run.json").read_text()) == old_run
 
 
 def test_resumed_run_equals_uninterrupted_run(models, tmp_path):
@@ -341,3 +350,25 @@ def test_head_labels_tell_estimators_apart():
     assert head_label("e/head", feat) == "λ=3,feat"
     assert head_label("f/head", {**feat, "advantage": "forks"}) == "λ=3,forks,feat"
     assert head_label("g/head", {**feat, "arch": {"use_hidden": True}}) == "λ=3"
+
+
+def test_frontier_keeps_two_heads_of_one_lambda_apart(micro_trio, head_dir, tmp_path):
+    """Two heads of the same λ (seeds, or a checkpoint next to the final head) get distinct labels and run dirs."""
+    from hydra import compose, initialize_config_dir
+
+    from eval.frontier import run_all
+    from heads import EnsembleHead, export_head, load_head
+
+    _, meta = load_head(head_dir)
+    other = EnsembleHead(dataclasses.replace(load_head(head_dir)[0].cfg, init_w=0.2))
+    other_dir = export_head(other, tmp_path / "other", {"training": meta["training"]})
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("eval", overrides=[f"model.dir={micro_trio}", "task=gsm8k", "eval.num_samples=2",
+                                         "eval.batch_size=2", "eval.max_new_tokens=8", "eval.progress=false",
+                                         "frontier.grid=[]", "frontier.baselines=[]",
+                                         f"heads=[{head_dir},{other_dir}]"])
+    rows = run_all(cfg, tmp_path / "frontier")
+    labels = [r["label"] for r in rows]
+    assert labels[0] == "diversed(λ=0.1)" and labels[1].startswith("diversed(λ=0.1)@") and len(set(labels)) == 2
+    assert rows[0]["mean_w"] == pytest.approx(0.7, abs=1e-4) and rows[1]["mean_w"] == pytest.approx(0.2, abs=1e-4)
