@@ -1,7 +1,9 @@
 """MMLU: 0/1 on the extracted answer letter.
 
-Extraction order: a leading letter ("B", " B.", "(B)", "B) ..."), then "answer is (B)" / "Answer: B",
-then the first standalone capital A-D in the completion.
+Extraction order: a leading letter ("B", " B.", "(B)", "B) ...", "B\n..."), then "answer is (B)" / "answer is B" /
+"Answer: b", then the first standalone capital A-D in the completion. A capital followed by a word ("A rise in
+rates ...") is not a leading letter, and "the answer is a decrease" does not state "A": after "is" only a capital or
+a parenthesised letter counts.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-LEADING = re.compile(r"^\s*\(?([ABCD])(?:[\s.):,]|$)")
-STATED = re.compile(r"answer\s*(?:is|:)?\s*:?\s*\(?([ABCD])\b", re.I)
+LEADING = re.compile(r"^\s*(?:\(([A-D])\)|([A-D])(?:[.):,]|[ \t]*(?:\n|$)))")
+STATED = re.compile(r"(?i:\banswer\b)(?:\s+is)?\s*(?::\s*\(?([A-Da-d])\b|\(([A-Da-d])\)|([A-D])\b)")
 STANDALONE = re.compile(r"\b([ABCD])\b")
 
 
@@ -18,7 +20,7 @@ def extract_letter(completion: str) -> tuple[str | None, str | None]:
     for method, pattern in (("leading", LEADING), ("stated", STATED), ("standalone", STANDALONE)):
         m = pattern.search(completion)
         if m:
-            return m.group(1).upper(), method
+            return next(g for g in m.groups() if g).upper(), method
     return None, None
 
 

@@ -84,7 +84,10 @@ def test_rouge_options():
 @pytest.mark.parametrize(
     "completion, letter",
     [(" B", "B"), ("B.", "B"), ("(C) because", "C"), ("D", "D"), ("The answer is (A).", "A"),
-     ("Answer: c", "C"), ("I think it is D here", "D"), ("none of them", None)],
+     ("Answer: c", "C"), ("I think it is D here", "D"), ("none of them", None), ("B\nbecause ...", "B"),
+     # an article is not an answer: "A rise ..." is no leading letter, "answer is a decrease" states no letter
+     ("A rise in rates cuts demand, so the answer is D.", "D"),
+     ("The correct answer is a decrease in supply (C).", "C"), ("the answer is (b)", "B")],
 )
 def test_mmlu_letter_extraction(completion, letter):
     assert extract_letter(completion)[0] == letter
