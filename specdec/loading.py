@@ -75,6 +75,15 @@ class Models:
             return AutoTokenizer.from_pretrained(str(tdir))
         return fallback
 
+    def tokenizer_only(self):
+        """The tokenizer `tokenizer` gives, without loading any weights (for metadata, e.g. an export's hash)."""
+        if self._tok is None:
+            from specdec.models import load_tokenizer
+
+            tok = self._load_tokenizer(None)
+            return tok if tok is not None else load_tokenizer(self.path("target"))
+        return self._tok
+
     @property
     def target(self) -> LM:
         return self.lm("target")

@@ -112,6 +112,26 @@ def load_model(
     return model, tokenizer
 
 
+def load_config(name_or_path: str | Path):
+    """A model's config (hidden width, vocabulary, ...) without its weights: config.json, or a GGUF's metadata."""
+    from transformers import AutoConfig
+
+    local = Path(str(name_or_path)).expanduser()
+    gguf = find_gguf(local) if local.exists() else None
+    if gguf is not None:
+        return AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return AutoConfig.from_pretrained(str(local) if local.exists() else str(name_or_path))
+
+
+def load_tokenizer(name_or_path: str | Path):
+    """A model's tokenizer without its weights (the one load_model returns)."""
+    local = Path(str(name_or_path)).expanduser()
+    gguf = find_gguf(local) if local.exists() else None
+    if gguf is not None:
+        return _gguf_tokenizer(gguf)
+    return AutoTokenizer.from_pretrained(str(local) if local.exists() else str(name_or_path))
+
+
 def _load_gguf(path: Path, device: str | torch.device, dtype: str | torch.dtype) -> tuple[PreTrainedModel, object]:
     """transformers' GGUF reader (needs the `gguf` and `accelerate` packages); works offline."""
     try:

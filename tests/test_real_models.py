@@ -205,6 +205,17 @@ def test_gguf_directory_loads_and_matches_the_hf_model(micro_gguf, monkeypatch):
     assert tok.convert_ids_to_tokens([40, 41]) == [t.replace(" ", "\u0120") for t in _char_tokens(src, [40, 41])]
 
 
+def test_gguf_config_and_tokenizer_without_weights(micro_gguf, monkeypatch):
+    """What train/export_checkpoint.py reads of a GGUF pair (no config.json): widths and the tokenizer."""
+    from specdec.models import load_config, load_tokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    gdir, src = micro_gguf
+    model, tok = load_model(gdir)
+    assert load_config(gdir).hidden_size == model.config.hidden_size == load_config(src).hidden_size
+    assert load_tokenizer(gdir).get_vocab() == tok.get_vocab()
+
+
 def _char_tokens(src: Path, ids: list[int]) -> list[str]:
     from transformers import AutoTokenizer
 

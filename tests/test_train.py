@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from heads import load_head, tokenizer_hash
@@ -79,6 +80,22 @@ def test_smoke_gsm8k_exports_a_loadable_head(gsm8k_run, micro_trio):
     assert cfg["training"]["lambda"] == 0.1 and cfg["data"] == "synthetic" and cfg["target"]["kind"] == "ensemble"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["head"] == str(run_dir / "head") and summary["steps"] == 3
+
+
+def test_exporting_the_last_checkpoint_reproduces_the_trainers_export(gsm8k_run, tmp_path):
+    """train/export_checkpoint.py: same weights and the same load-time metadata as the head train/run.py exported."""
+    from train.export_checkpoint import export_checkpoint
+
+    run_dir, _ = gsm8k_run
+    last = run_dir / "checkpoints" / (run_dir / "checkpoints" / "latest").read_text().strip()
+    out = export_checkpoint(last, tmp_path / "head")
+    head, cfg = load_head(out)
+    final, want = load_head(run_dir / "head")
+    for k, v in final.state_dict().items():
+        assert torch.equal(head.state_dict()[k], v), k
+    for key in ("tokenizer_hash", "hidden_q", "hidden_p", "lambda", "lambda_meaning", "advantage", "target", "data"):
+        assert cfg[key] == want[key], key
+    assert cfg["checkpoint"]["step"] == 3
 
 
 def test_smoke_cnndm_and_mbpp_as_a_multirun_with_summary_table(micro_trio, tmp_path):

@@ -16,13 +16,15 @@ if __package__ in (None, ""):
 
 import torch
 from omegaconf import OmegaConf
-from transformers import AutoConfig, AutoTokenizer
 
-from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
+from data.loaders import load_examples
+from heads import EnsembleHead, HeadConfig, export_head
 from specdec.jsonl import read_jsonl
 from specdec.loading import Models
+from specdec.models import load_config
 from specdec.targets import PAIR_FEATURES
 from train.checkpoint import verify_checkpoint
+from train.trainer import export_meta
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path | None = None) -> Path:
@@ -30,9 +32,9 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
     verify_checkpoint(ckpt)
     cfg_path = Path(run_config) if run_config else ckpt.parent.parent / "train_config.yaml"
     cfg = OmegaConf.load(cfg_path)
-    paths = Models(cfg.model).names()
-    hq = AutoConfig.from_pretrained(paths["draft"]).hidden_size
-    hp = AutoConfig.from_pretrained(paths["target"]).hidden_size
+    models = Models(cfg.model)  # nothing is loaded but configs and the tokenizer (GGUF pairs included)
+    hq = load_config(models.path("draft")).hidden_size
+    hp = load_config(models.path("target")).hidden_size
     hcfg = HeadConfig(hidden_q=hq, hidden_p=hp, num_features=len(PAIR_FEATURES) if cfg.head.features else 0,
                       arch=cfg.head.arch, mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
                       normalize=cfg.head.normalize, init_w=cfg.head.init_w)
@@ -47,18 +49,12 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
     window = [r for r in read_jsonl(cfg_path.parent / "metrics.jsonl") if step - 10 < r["step"] <= step]
     keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
     metrics = {k: sum(r[k] for r in window) / len(window) for k in keys} if window else {}
-    tok = AutoTokenizer.from_pretrained(paths["target"])
-    meta = {
-        "models": {k: Path(v).name for k, v in paths.items() if v},
-        "tokenizer_hash": tokenizer_hash(tok),
-        "target": OmegaConf.to_container(cfg.target, resolve=True),
-        "task": cfg.task.name,
-        "data": cfg.data.source,
-        "training": OmegaConf.to_container(cfg, resolve=True),
-        "checkpoint": {"path": str(ckpt), "step": step},
-        "metrics": metrics,
-        "git_revision": git_revision(),
-    }
+    try:  # the label the trainer recorded (file, holdout, synthetic); the data's own source if it cannot load now
+        data = load_examples(cfg.task.name, path=cfg.data.path, source=cfg.data.source, split=cfg.data.split,
+                             n=cfg.data.n_train, seed=cfg.seed, holdout=cfg.data.get("holdout")).label
+    except Exception:  # noqa: BLE001 - any loading failure only costs the label's detail
+        data = str(cfg.data.source)
+    meta = export_meta(cfg, models, data, metrics, checkpoint={"path": str(ckpt), "step": step})
     return export_head(head, out, meta)
 
 

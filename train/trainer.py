@@ -484,20 +484,7 @@ class Trainer:
                    "target": cfg.target.kind, "data": self.data_label, "steps": len(hist),
                    "final": final, "first": first}
         if self.rank == 0:
-            meta = {
-                "models": {k: Path(v).name if Path(v).exists() else v for k, v in self.models.names().items()},
-                "tokenizer_hash": tokenizer_hash(self.models.tokenizer),
-                "target": self.target_cfg,
-                "lambda": self.lam,
-                "lambda_meaning": "per token: objective E[R + lambda * (1/T) sum_t (1 - w_t TV(p_t, q_t))]",
-                "advantage": self.advantage,
-                "task": cfg.task.name,
-                "data": self.data_label,
-                "training": OmegaConf.to_container(cfg, resolve=True),
-                "metrics": final,
-                "git_revision": git_revision(),
-            }
-            export_head(self.head, export, meta)
+            export_head(self.head, export, export_meta(cfg, self.models, self.data_label, final))
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
             print(f"\n[train] exported head: {export}")
             print(f"[train] run dir: {self.run_dir} (metrics.jsonl, checkpoints/, summary.json)")
@@ -510,6 +497,26 @@ class Trainer:
         if self.wandb is not None:
             self.wandb.finish()
             self.wandb = None
+
+
+def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict, **extra: Any) -> dict:
+    """config.json metadata of an exported head (train/run.py and train/export_checkpoint.py): the models and
+    their tokenizer's hash (checked at load), the verification target, λ and its meaning, the advantage estimator,
+    the whole training config."""
+    return {
+        "models": {k: Path(v).name if Path(v).exists() else v for k, v in models.names().items()},
+        "tokenizer_hash": tokenizer_hash(models.tokenizer_only()),
+        "target": OmegaConf.to_container(cfg.target, resolve=True),
+        "lambda": float(cfg["lambda"]),
+        "lambda_meaning": "per token: objective E[R + lambda * (1/T) sum_t (1 - w_t TV(p_t, q_t))]",
+        "advantage": str(cfg.algo.get("advantage", "returns")),
+        "task": cfg.task.name,
+        "data": data_label,
+        "training": OmegaConf.to_container(cfg, resolve=True),
+        "metrics": metrics,
+        "git_revision": git_revision(),
+        **extra,
+    }
 
 
 # ---------------------------------------------------------------------- the gap critic
