@@ -12,7 +12,9 @@ defaults). The output has one JSON object per input line, in input order: {"line
 "token_ids", "finish_reason", "stats"}, or {"line", "error"} for a line that cannot be decoded (invalid JSON, no
 prompt, an empty prompt, a bad setting); the other lines are still decoded. Requests with equal settings are
 decoded together in batches of --batch-size (the output of a sampled request depends on its seed and its batch).
-Finished batches are appended to <out>.partial; --resume skips the lines already there.
+Finished batches are appended to <out>.partial; --resume skips the lines already there. The partial file starts
+with the run's identity (models, rule, head weights, default settings, batch size): --resume refuses a partial
+file decoded otherwise, and decodes again any line whose text changed since.
 
 Without --target/--draft it uses the embedded tiny trio (building it first if it is missing).
 """
@@ -20,6 +22,7 @@ Without --target/--draft it uses the embedded tiny trio (building it first if it
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -64,6 +67,18 @@ def parse_request(line: str, defaults: dict) -> dict:
     return req
 
 
+def run_identity(sg: SpeculativeGenerator, defaults: dict, batch_size: int) -> dict:
+    """What a file's outputs depend on besides its lines (a sampled request's output depends on its batch too)."""
+    return {"method": sg.label, "models": sg.models.names(), "device": str(sg.models.device),
+            "dtype": str(sg.models.dtype), "params": getattr(sg.spec, "params", None),
+            "head_sha256": (getattr(sg.spec, "head_meta", None) or {}).get("weights_sha256"),
+            "defaults": defaults, "batch_size": batch_size}
+
+
+def line_sha(line: str) -> str:
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()[:16]
+
+
 def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: dict, batch_size: int,
              resume: bool = False) -> dict[str, int]:
     """Decode every line of prompts_file into out (one record per line, input order); returns counts."""
@@ -71,22 +86,38 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
         raise ValueError(f"batch size must be >= 1, got {batch_size}")
     lines = prompts_file.read_text(encoding="utf-8").splitlines()
     partial = out.with_name(out.name + ".partial")
+    header = {"resume_identity": json.loads(json.dumps(run_identity(sg, defaults, batch_size)))}
     done: dict[int, dict] = {}
     if resume and partial.exists():
-        for raw in partial.read_text(encoding="utf-8").splitlines():
+        raw_lines = partial.read_text(encoding="utf-8").splitlines()
+        try:
+            found = json.loads(raw_lines[0]) if raw_lines else header
+        except json.JSONDecodeError:
+            found = None
+        if found != header:
+            theirs = found.get("resume_identity") if isinstance(found, dict) else None
+            diff = ([f"{k}: {theirs.get(k)!r} there vs {v!r} now" for k, v in header["resume_identity"].items()
+                     if theirs.get(k) != v] if isinstance(theirs, dict) else ["no identity record"])
+            raise ValueError(f"cannot resume {partial}: it was decoded with other settings ({'; '.join(diff)}); "
+                             f"rerun with the same settings, or without --resume to start over")
+        for raw in raw_lines[1:]:
             try:
                 rec = json.loads(raw)
-                done[int(rec["line"])] = rec
+                i = int(rec["line"])
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue  # a torn last line from an interrupted run: decoded again
-        partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values()),
-                           encoding="utf-8")  # without the torn line, so that appends start on a fresh line
+            if 1 <= i <= len(lines) and rec.get("line_sha") == line_sha(lines[i - 1]):  # else: the line changed
+                done[i] = rec
     elif partial.exists():
         partial.unlink()
+    # the identity first, then the kept records (without a torn line, so that appends start on a fresh line)
+    partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in [header, *done.values()]),
+                       encoding="utf-8")
     groups: dict[tuple, list[tuple[int, dict]]] = {}
     bar = tqdm(total=len(lines), initial=len(done), desc="requests", unit="req")
     with open(partial, "a", encoding="utf-8") as sink:
         def emit(rec: dict) -> None:
+            rec["line_sha"] = line_sha(lines[rec["line"] - 1])
             done[rec["line"]] = rec
             sink.write(json.dumps(rec, ensure_ascii=False) + "\n")
             sink.flush()
@@ -122,7 +153,7 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
     tmp = out.with_name(out.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for i in range(1, len(lines) + 1):
-            f.write(json.dumps(done[i], ensure_ascii=False) + "\n")
+            f.write(json.dumps({k: v for k, v in done[i].items() if k != "line_sha"}, ensure_ascii=False) + "\n")
     tmp.replace(out)
     partial.unlink()
     errors = sum("error" in r for r in done.values())

@@ -8,6 +8,7 @@ import torch
 
 from heads import EnsembleHead, HeadConfig, HeadFormatError, export_head, tokenizer_hash
 from specdec import SpeculativeGenerator, generate
+from specdec.__main__ import line_sha, run_file, run_identity
 from specdec.__main__ import main as cli_main
 from specdec.loading import Models
 from specdec.proposers import DraftModelProposer
@@ -184,16 +185,37 @@ def test_compile_flag_decodes_the_same_tokens():
 
 def test_cli_resume_keeps_finished_lines(micro_trio, tmp_path):
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    src.write_text("\n".join(json.dumps({"prompt": p}) for p in PROMPTS[:2]) + "\n")
-    # An interrupted run left line 1 done (and a torn line); --resume keeps it and decodes only line 2.
-    done = {"line": 1, "id": None, "prompt": PROMPTS[0], "text": "kept", "token_ids": [], "finish_reason": "length",
-            "stats": {}}
-    (tmp_path / "out.jsonl.partial").write_text(json.dumps(done) + "\n" + '{"line": 2, "te')
+    lines = [json.dumps({"prompt": p}) for p in PROMPTS[:3]]
+    src.write_text("\n".join(lines) + "\n")
     argv = ["--models-dir", str(micro_trio), "--prompts-file", str(src), "--out", str(out), "--device", "cpu",
-            "--max-new-tokens", "6"]
+            "--max-new-tokens", "6", "--temperature", "1.0", "--gamma", "4", "--seed", "0", "--batch-size", "8"]
+    cli_main(argv)  # a complete run, to learn the identity record the CLI writes first
+    first = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(first) == 3 and "line_sha" not in first[0]
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, device="cpu")
+    defaults = {"max_new_tokens": 6, "temperature": 1.0, "gamma": 4, "seed": 0}
+    header = {"resume_identity": run_identity(sg, defaults, 8)}
+    partial = tmp_path / "out.jsonl.partial"
+
+    def interrupted(identity: dict) -> None:
+        """Lines 1 and 2 done ("kept"), then a torn line, as a kill leaves them."""
+        recs = [{**first[i], "text": "kept", "line_sha": line_sha(lines[i])} for i in (0, 1)]
+        partial.write_text("".join(json.dumps(r) + "\n" for r in [identity, *recs]) + '{"line": 3, "te')
+
+    # --resume keeps lines 1-2, decodes line 3, and a line whose text changed is decoded again
+    interrupted(header)
+    lines[1] = json.dumps({"prompt": PROMPTS[1], "id": "edited"})
+    src.write_text("\n".join(lines) + "\n")
     cli_main(argv + ["--resume"])
     recs = [json.loads(x) for x in out.read_text().splitlines()]
-    assert recs[0] == done and recs[1]["line"] == 2 and recs[1]["prompt"] == PROMPTS[1] and recs[1]["token_ids"]
+    assert recs[0]["text"] == "kept" and recs[1]["text"] != "kept" and recs[1]["id"] == "edited"
+    assert recs[2]["line"] == 3 and recs[2]["token_ids"] and not partial.exists()
+    # a partial file decoded with other settings is refused and left as it was
+    interrupted({"resume_identity": {**header["resume_identity"], "defaults": {**defaults, "max_new_tokens": 9}}})
+    before = partial.read_text()
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        run_file(sg, src, out, defaults, 8, resume=True)
+    assert partial.read_text() == before
 
 
 def test_inference_mode_keeps_verify_input_check():
