@@ -9,6 +9,9 @@ with its bootstrap 95% CI, and the pooled acceptance (accepted / drafted tokens)
 prompts (score: per-prompt differences; acceptance: the difference of ratios of sums, prompts resampled jointly).
 Paired differences are what small evaluations can resolve: prompt difficulty cancels out.
 
+For a head, the last line is its score minus the static line's (static weights and sd, joined by acceptance) at
+the head's acceptance, with a bootstrap interval that resamples the prompts of the head and the line together.
+
 The methods finished on *every* set (the same prompts) are also read against the issue's bars exactly as
 eval/frontier.py reads one set (per head: the best static point scoring at least as well, and SD), and --plot draws
 their pooled quality-vs-acceptance picture with frontier.py's code. A method finished on only some sets is pooled in
@@ -86,6 +89,33 @@ def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
             "accept": float(acc(r) - acc(o)), "accept_ci": (float(lo), float(hi))}
 
 
+def above_static_line(data: dict[str, dict], head: str, seed: int = 0) -> dict | None:
+    """The head's score minus the static line's at the head's acceptance, on the prompts all of them share.
+
+    The static line: every static(w) run plus sd (w = 1), as (acceptance, score) points joined linearly in order of
+    acceptance (flat beyond the end points); points that did not run on all of the head's prompts are left out.
+    Prompts are resampled jointly for the head and every static point, so the interval carries the line's own
+    noise. None without two such points."""
+    keys = sorted(data[head])
+    line = [lab for lab in data if (lab == "sd" or lab.startswith("static(")) and set(keys) <= set(data[lab])]
+    if len(line) < 2 or not keys:
+        return None
+    h = np.array([data[head][k] for k in keys], dtype=np.float64)
+    pts = np.stack([np.array([data[lab][k] for k in keys], dtype=np.float64) for lab in line])  # [L, n, 3]
+
+    def gap(rows: np.ndarray) -> float:
+        acc = pts[:, rows, 1].sum(-1) / pts[:, rows, 2].sum(-1)
+        score = pts[:, rows, 0].mean(-1)
+        order = np.argsort(acc)
+        h_acc = h[rows, 1].sum() / h[rows, 2].sum()
+        return float(h[rows, 0].mean() - np.interp(h_acc, acc[order], score[order]))
+
+    rng = np.random.default_rng(seed)
+    boot = np.array([gap(rng.integers(0, len(keys), len(keys))) for _ in range(N_BOOT)])
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return {"n": len(keys), "points": line, "gap": gap(np.arange(len(keys))), "ci": (float(lo), float(hi))}
+
+
 def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None) -> str:
     labels = finished_labels(run_dirs)
     if not labels:
@@ -123,6 +153,12 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
         (lo, hi), (alo, ahi) = p["score_ci"], p["accept_ci"]
         lines.append(f"| {lab} (n={p['n']}) | {p['score']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p['accept']:+.3f} | "
                      f"[{alo:+.3f}, {ahi:+.3f}] |")
+    line = above_static_line(data, ref) if ref.startswith("diversed") else None
+    if line is not None:
+        lo, hi = line["ci"]
+        lines += ["", f"{ref} minus the static line at its acceptance (the line through {', '.join(line['points'])} "
+                  f"by acceptance, linear between them; n={line['n']}, prompts resampled jointly): score "
+                  f"{line['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
     return "\n".join(lines)
 
 

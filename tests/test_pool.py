@@ -80,3 +80,22 @@ def test_pooled_rows_recompute_scores_and_acceptance_over_every_set_and_feed_the
     # the head (0.75 at 29/32) against sd (0.5 at 16/32): +40.6 acceptance points at +25 score points
     assert "acceptance +40.6 points, score +25.0 points (bar ≥ +15 at a score ≥ sd − 2: met)" in text
     assert png.stat().st_size > 0
+
+
+def test_above_static_line_interpolates_the_static_points_at_the_heads_acceptance():
+    from eval.pool import above_static_line
+
+    n = 40
+    # static points on the line score = 2.1 - 2 * acceptance: sd 0.9 at 0.6, w = 0.5 0.5 at 0.8
+    def method(score_ones: int, acc: int) -> dict:  # score_ones of n prompts solved; acc of 10 drafts accepted
+        return {(0, i): (1.0 if i < score_ones else 0.0, acc, 10) for i in range(n)}
+
+    data = {"sd": method(36, 6), "static(w=0.50)": method(20, 8), "static(w=0.00)": {(0, 0): (0.0, 10, 10)}}
+    data["diversed(λ=1)"] = method(28, 7)  # exactly on the line between sd (0.9 at 0.6) and w=0.5 (0.5 at 0.8)
+    on = above_static_line(data, "diversed(λ=1)")
+    assert on["points"] == ["sd", "static(w=0.50)"]  # w=0 ran on one prompt only: left out, not shrinking n
+    assert on["n"] == n and on["gap"] == pytest.approx(0.0, abs=1e-12)
+    data["diversed(λ=1)"] = method(36, 8)  # sd's score at w=0.5's acceptance: 0.4 above the line
+    above = above_static_line(data, "diversed(λ=1)")
+    assert above["gap"] == pytest.approx(0.4) and above["ci"][0] > 0.1
+    assert above_static_line({"sd": data["sd"], "diversed(λ=1)": data["diversed(λ=1)"]}, "diversed(λ=1)") is None
