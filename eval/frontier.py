@@ -283,6 +283,11 @@ def plot_quality_vs_acceptance(rows: list[dict], path: Path, title: str = "") ->
     if statics:
         _series(ax, statics, lambda m: m["params"].get("w", 0), "static ensemble (over w)", "tab:blue", "o",
                 lambda m: f"w={m['params'].get('w', 0):g}")
+        sd = next((m for m in pts if m["method"] == "sd"), None)
+        top = max(statics, key=lambda m: m["params"].get("w", 0))
+        if sd is not None and top["params"].get("w", 0) < 1:  # sd is the static line's w = 1 end
+            ax.plot([top["acceptance_rate"], sd["acceptance_rate"]], [top["task_score"], sd["task_score"]],
+                    color="tab:blue", lw=1, ls=":", alpha=0.7)
     groups: dict[str, list[dict]] = {}
     for m in pts:
         if kind(m) == "head":
