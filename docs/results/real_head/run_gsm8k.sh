@@ -37,7 +37,7 @@ nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[]' 'frontier.g
 nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[sd]' 'frontier.grid=[]'
 # The static line between the measured points, on all three sets (a later session, after the head's results):
 # w = 0.7, then w = 0.6 (chosen after w = 0.7 on sets 1-2 scored like w = 0.85: the head's acceptance lies between
-# w = 0.5 and 0.7), then w = 0.95. ~15 min per set and weight.
+# w = 0.5 and 0.7), then w = 0.95 (sets 1 and 2 were run; set 3 did not fit). ~15-18 min per set and weight.
 EVAL1=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl task.data.seed=0 seed=0
        eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=2 resume=true
        out_dir=runs/real/gsm8k_t1_n16_m320)
