@@ -53,20 +53,21 @@ def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[
     return out
 
 
-def pooled_rows(run_dirs: list[Path], data: dict[str, dict]) -> list[dict]:
+def pooled_stats(per_prompt_rows: dict) -> dict:
+    """Score (mean, bootstrap CI), acceptance (accepted / drafted; None without drafts), n and drafted tokens of one
+    method over its prompts, in eval/frontier.py's metric names."""
+    v = per_prompt_rows.values()
+    sc = [x[0] for x in v]
+    acc, dr = sum(x[1] for x in v), sum(x[2] for x in v)
+    return {"task_score": float(np.mean(sc)), "task_score_ci": list(bootstrap_ci(sc, n_boot=N_BOOT)),
+            "acceptance_rate": acc / dr if dr else None, "num_samples": len(sc), "drafted": dr}
+
+
+def pooled_rows(run_dirs: list[Path], stats: dict[str, dict]) -> list[dict]:
     """eval/frontier.py rows for the methods finished on every set: the first set's metrics.json (method, label,
-    params, head) with the score, its bootstrap CI, the acceptance and n pooled over all sets."""
-    rows = []
-    for lab, v in data.items():
-        if not all((d / lab / "metrics.json").exists() for d in run_dirs):
-            continue
-        m = json.loads((run_dirs[0] / lab / "metrics.json").read_text())
-        sc = [x[0] for x in v.values()]
-        acc, dr = sum(x[1] for x in v.values()), sum(x[2] for x in v.values())
-        m.update(task_score=float(np.mean(sc)), task_score_ci=list(bootstrap_ci(sc, n_boot=N_BOOT)),
-                 acceptance_rate=acc / dr if dr else None, num_samples=len(sc))
-        rows.append(m)
-    return rows
+    params, head) with the pooled statistics (pooled_stats) over all sets."""
+    return [{**json.loads((run_dirs[0] / lab / "metrics.json").read_text()), **st} for lab, st in stats.items()
+            if all((d / lab / "metrics.json").exists() for d in run_dirs)]
 
 
 def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
@@ -121,19 +122,18 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
     if not labels:
         raise SystemExit(f"no finished method (<label>/metrics.json) under {', '.join(map(str, run_dirs))}")
     data = {lab: per_prompt(run_dirs, lab) for lab in labels}
-    rows = pooled_rows(run_dirs, data)
+    stats = {lab: pooled_stats(data[lab]) for lab in labels}
+    rows = pooled_rows(run_dirs, stats)
     if plot is not None and rows:
         plot_quality_vs_acceptance(rows, plot, f"pooled over {len(run_dirs)} set(s), n = "
                                    f"{max(m['num_samples'] for m in rows)}: task quality vs acceptance")
     lines = [f"Pooled over {len(run_dirs)} disjoint prompt set(s): {', '.join(map(str, run_dirs))}", "",
              "| method | n | score | 95% CI | acceptance | drafted |", "|---|---|---|---|---|---|"]
-    for lab in labels:
-        v = data[lab].values()
-        sc = [x[0] for x in v]
-        acc, dr = sum(x[1] for x in v), sum(x[2] for x in v)
-        lo, hi = bootstrap_ci(sc, n_boot=N_BOOT)
-        accept = f"{acc / dr:.3f}" if dr else "-"
-        lines.append(f"| {lab} | {len(sc)} | {np.mean(sc):.3f} | [{lo:.3f}, {hi:.3f}] | {accept} | {dr:,} |")
+    for lab, st in stats.items():
+        (lo, hi), a = st["task_score_ci"], st["acceptance_rate"]
+        accept = "-" if a is None else f"{a:.3f}"
+        lines.append(f"| {lab} | {st['num_samples']} | {st['task_score']:.3f} | [{lo:.3f}, {hi:.3f}] | {accept} | "
+                     f"{st['drafted']:,} |")
     comp = comparison_lines(rows)
     if comp:
         lines += ["", "Against the issue's bars, pooled (only methods finished on every set; point estimates, as "

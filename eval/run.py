@@ -37,7 +37,7 @@ from eval.metrics import (
     speed_metrics,
     validate_metrics,
 )
-from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl, settings_diff
 
 SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
 
@@ -105,8 +105,7 @@ def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
                 f"another directory (hydra.run.dir=...)"
             )
         old = json.loads(run_file.read_text()) if run_file.exists() else {}
-        diff = [f"{k}: {old.get(k)!r} there vs {v!r} now" for k, v in signature.items()
-                if old.get(k) != v and not (k in SIGNATURE_ADDED_LATER and k not in old)]
+        diff = settings_diff(old, signature, optional=SIGNATURE_ADDED_LATER)
         if diff:
             shown = "; ".join(diff)
             raise ValueError(f"cannot resume {out_dir}: it was run with different settings ({shown})")

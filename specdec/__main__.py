@@ -30,6 +30,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from specdec.api import SpeculativeGenerator
+from specdec.jsonl import settings_diff
 
 SETTINGS = {"max_new_tokens": int, "temperature": float, "gamma": int, "seed": int}
 FIELDS = {"prompt", "id", *SETTINGS}
@@ -70,8 +71,8 @@ def parse_request(line: str, defaults: dict) -> dict:
 def run_identity(sg: SpeculativeGenerator, defaults: dict, batch_size: int) -> dict:
     """What a file's outputs depend on besides its lines (a sampled request's output depends on its batch too)."""
     return {"method": sg.label, "models": sg.models.names(), "device": str(sg.models.device),
-            "dtype": str(sg.models.dtype), "params": getattr(sg.spec, "params", None),
-            "head_sha256": (getattr(sg.spec, "head_meta", None) or {}).get("weights_sha256"),
+            "dtype": str(sg.models.dtype), "params": sg.spec.params,
+            "head_sha256": (sg.spec.head_meta or {}).get("weights_sha256"),
             "defaults": defaults, "batch_size": batch_size}
 
 
@@ -96,8 +97,8 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
             found = None
         if found != header:
             theirs = found.get("resume_identity") if isinstance(found, dict) else None
-            diff = ([f"{k}: {theirs.get(k)!r} there vs {v!r} now" for k, v in header["resume_identity"].items()
-                     if theirs.get(k) != v] if isinstance(theirs, dict) else ["no identity record"])
+            diff = (settings_diff(theirs, header["resume_identity"]) if isinstance(theirs, dict)
+                    else ["no identity record"])
             raise ValueError(f"cannot resume {partial}: it was decoded with other settings ({'; '.join(diff)}); "
                              f"rerun with the same settings, or without --resume to start over")
         for raw in raw_lines[1:]:

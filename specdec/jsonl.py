@@ -49,3 +49,10 @@ def truncate_steps(path: Path, start_step: int) -> None:
     path = Path(path)
     if path.exists():
         path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path) if r["step"] <= start_step))
+
+
+def settings_diff(recorded: dict, now: dict, optional: tuple[str, ...] = ()) -> list[str]:
+    """What a resumed run would change: "key: recorded there vs now" for each setting that differs. Keys in
+    `optional` are compared only when the record holds them (records written before those keys existed)."""
+    return [f"{k}: {recorded.get(k)!r} there vs {v!r} now" for k, v in now.items()
+            if recorded.get(k) != v and not (k in optional and k not in recorded)]

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.pool import paired_difference, per_prompt, pooled_rows, report
+from eval.pool import paired_difference, per_prompt, pooled_rows, pooled_stats, report
 
 
 def write_method(run_dir: Path, label: str, rows: list[tuple[float, int, int]], finished: bool = True) -> None:
@@ -68,7 +68,7 @@ def test_report_tables_and_a_bad_reference(two_sets):
 
 def test_pooled_rows_recompute_scores_and_acceptance_over_every_set_and_feed_the_bars(two_sets, tmp_path):
     data = {lab: per_prompt(two_sets, lab) for lab in ("sd", "diversed(λ=3)", "static(w=0.50)")}
-    rows = {m["label"]: m for m in pooled_rows(two_sets, data)}
+    rows = {m["label"]: m for m in pooled_rows(two_sets, {lab: pooled_stats(v) for lab, v in data.items()})}
     assert set(rows) == {"sd", "diversed(λ=3)"}  # static(w=0.50) did not finish set 2: not comparable, left out
     assert rows["sd"]["task_score"] == pytest.approx(0.5) and rows["sd"]["num_samples"] == 4
     assert rows["sd"]["acceptance_rate"] == pytest.approx(16 / 32)
