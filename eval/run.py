@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +201,7 @@ def run_method(
     groups = [ex.get("category") for ex in rows]
     repair_jsonl(out_dir / SAMPLES)
     repair_jsonl(out_dir / BATCHES)
+    drop_partial_batches(out_dir)
     done = {s["idx"] for s in read_jsonl(out_dir / SAMPLES)}
     todo = [i for i in range(n) if i not in done]
     if done:
@@ -238,7 +240,8 @@ def run_method(
             scores = list(score(task.name, texts, [task.reference(rows[i]) for i in batch], **opts).scores)
         lines = []
         for b, i in enumerate(batch):
-            lines.append({"idx": i, "id": rows[i].get("id", rows[i].get("question_id", i)), "category": groups[i],
+            lines.append({"idx": i, "batch": batch[0], "id": rows[i].get("id", rows[i].get("question_id", i)),
+                          "category": groups[i],
                           "completion": texts[b], "finish": out.finish_reason[b], "score": scores[b],
                           **row_record(out, b, spec.gamma)})
         st = out.stats
@@ -267,6 +270,21 @@ def _summary(samples: list[dict], batches: list[dict], cfg: DictConfig) -> dict:
     m["new_tokens"] = int(sum(s["new_tokens"] for s in samples))
     m["num_samples"] = len(samples)
     return m
+
+
+def drop_partial_batches(out_dir: Path) -> None:
+    """A kill in the middle of appending a batch's samples leaves part of the batch on disk. Drop that part, so the
+    whole batch runs again with its own seed: the resumed run then equals an uninterrupted one and its timing
+    record is replaced rather than joined by a second one. Lines without a batch tag (older runs) are kept."""
+    sizes = {b["first_idx"]: b["size"] for b in read_jsonl(out_dir / BATCHES)}
+    samples = read_jsonl(out_dir / SAMPLES)
+    count = Counter(s.get("batch") for s in samples)
+    partial = {k for k, c in count.items() if k is not None and k in sizes and c < sizes[k]}
+    if partial:
+        print(f"[eval] {out_dir}: batch(es) starting at {sorted(partial)} were cut mid-write; they run again")
+        tmp = out_dir / (SAMPLES + ".tmp")
+        tmp.write_text("".join(json.dumps(s) + "\n" for s in samples if s.get("batch") not in partial))
+        os.replace(tmp, out_dir / SAMPLES)
 
 
 def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any, out_dir: Path,

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from data.tasks import get_task
 from eval.methods import METHODS, Models, build_method, register
 from eval.metrics import SCHEMA, validate_metrics
-from eval.run import SAMPLES, SIGNATURE_ADDED_LATER, run_method
+from eval.run import BATCHES, SAMPLES, SIGNATURE_ADDED_LATER, run_method
 from specdec.jsonl import read_jsonl
 from specdec.targets import RoundScores
 from specdec.verify import verify
@@ -236,6 +236,40 @@ def test_resumed_run_equals_uninterrupted_run(models, tmp_path):
     strip = [{k: v for k, v in s.items()} for s in read_jsonl(tmp_path / "a" / SAMPLES)]
     again = read_jsonl(tmp_path / "b" / SAMPLES)
     assert [s["completion"] for s in again] == [s["completion"] for s in strip]
+
+
+def test_batch_cut_mid_write_runs_again_whole(models, tmp_path):
+    """A kill while a batch's samples are appended leaves part of the batch: resuming reruns the whole batch with its
+    own seed, so the samples and the timing records equal those of a run that never stopped."""
+    cfg = _cfg("sd")
+    cfg.eval.batch_size = 2
+    spec = build_method("sd", models, cfg)
+    ex = _examples(4)
+    full = run_method(cfg, spec, models, TASK, ex, tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    for f in ("run.json", BATCHES):
+        shutil.copy(tmp_path / "a" / f, tmp_path / "b" / f)
+    lines = (tmp_path / "a" / SAMPLES).read_text().splitlines()
+    assert [json.loads(x)["batch"] for x in lines] == [0, 0, 2, 2]
+    (tmp_path / "b" / SAMPLES).write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # idx 3 torn
+
+    from specdec.generate import generate
+
+    seen: list[list[str]] = []
+
+    def counting(target, proposer, prompts, **kw):
+        seen.append(prompts)
+        return generate(target, proposer, prompts, **kw)
+
+    cfg.resume = True
+    m = run_method(cfg, spec, models, TASK, ex, tmp_path / "b", generate_fn=counting)
+    assert len(seen) == 1 and len(seen[0]) == 2  # the cut batch (idx 2, 3), whole
+    again = read_jsonl(tmp_path / "b" / SAMPLES)
+    assert [s["idx"] for s in again] == [0, 1, 2, 3]
+    assert [s["completion"] for s in again] == [json.loads(x)["completion"] for x in lines]
+    assert len(read_jsonl(tmp_path / "b" / BATCHES)) == 3  # the rerun's timing is appended ...
+    assert len(m["tokens_per_second_repeats"]) == 2  # ... and replaces the first one's in the metrics
+    assert m["new_tokens"] == full["new_tokens"]
 
 
 def test_registry_hook_and_errors(models):
