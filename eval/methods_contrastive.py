@@ -98,13 +98,14 @@ def _scd(models: Models, cfg: DictConfig) -> MethodSpec:
 
 
 def cos_generate_fn(target: LM, proposer, prompts, *, rule: ContrastiveRule, gamma: int, max_new_tokens: int,
-                    temperature: float, eos_token_id=None, amateur: LM | None = None, generator=None, **_: Any):
+                    temperature: float, eos_token_id=None, amateur: LM | None = None, generator=None, stop=None,
+                    **_: Any):
     """`specdec.generate.generate`'s signature, decoding with CoS (the proposer argument is unused)."""
     if amateur is None:
         raise ValueError("cos needs the amateur model")
     return cos_generate(target, amateur, prompts, alpha=rule.alpha, beta=rule.beta, gamma=gamma,
                         max_new_tokens=max_new_tokens, temperature=temperature, eos_token_id=eos_token_id,
-                        generator=generator)
+                        generator=generator, stop=stop)
 
 
 @register("cos")

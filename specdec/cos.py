@@ -32,6 +32,7 @@ proposal lengths > 1 for the expert (an expert drafting several tokens would run
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 from tqdm.auto import tqdm
@@ -84,8 +85,12 @@ def cos_generate(
     eos_token_id: int | list[int] | None = None,
     generator: torch.Generator | None = None,
     progress: bool = False,
+    stop: Callable[[list[int]], bool] | None = None,
 ) -> GenerationOutput:
-    """Contrastive decoding (expert, amateur, α, β) accelerated with CoS. temperature 0 is greedy."""
+    """Contrastive decoding (expert, amateur, α, β) accelerated with CoS. temperature 0 is greedy. stop(tokens):
+    asked for each running row after the tokens a step commits; True ends the row with finish reason "stop"."""
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
     if gamma < 1:
         raise ValueError(f"CoS needs the amateur to draft at least one token per round (gamma >= 1), got {gamma}")
     if alpha < 0 or not 0.0 <= beta <= 1.0:
@@ -136,6 +141,8 @@ def cos_generate(
                 finish[b] = "eos"
             elif len(out[b]) >= max_new_tokens:
                 finish[b] = "length"
+        if kept and finish[b] is None and stop is not None and stop(out[b]):
+            finish[b] = "stop"
         return kept
 
     while any(f is None for f in finish):

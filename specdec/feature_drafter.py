@@ -92,8 +92,6 @@ class DrafterNet(nn.Module):
         self.gate_up = nn.Linear(H, 2 * cfg.mlp, bias=False)
         self.down = nn.Linear(cfg.mlp, H, bias=False)
         self.norm_out = RMSNorm(H, cfg.norm_eps)
-        inv = 1.0 / cfg.rope_theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim)
-        self.register_buffer("inv_freq", inv, persistent=False)
         # Target ids of the draft vocabulary (EAGLE3's d2t); empty for the full vocabulary.
         ids = torch.arange(cfg.draft_vocab) if cfg.draft_vocab else torch.zeros(0, dtype=torch.long)
         self.register_buffer("draft_to_target", ids, persistent=True)
@@ -111,7 +109,11 @@ class DrafterNet(nn.Module):
         B, L, H = feats.shape
         x = self.fc(torch.cat([feats, embs], -1))
         q, k, v = self.qkv(self.norm_attn(x)).view(B, L, 3, self.cfg.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        ang = positions.to(self.inv_freq.dtype).unsqueeze(-1) * self.inv_freq
+        # Angles in float32 whatever the net's dtype (not a buffer, which .to(bf16) would round): in bf16,
+        # positions 1000..1003 are one number.
+        inv = 1.0 / self.cfg.rope_theta ** (
+            torch.arange(0, self.head_dim, 2, device=x.device, dtype=torch.float32) / self.head_dim)
+        ang = positions.float().unsqueeze(-1) * inv
         ang = torch.cat([ang, ang], -1).unsqueeze(1)
         cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)

@@ -106,6 +106,8 @@ def generate(
     "stop" (e.g. a closed code block).
     """
     rule = rule or ExactRule()
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
     if record_hidden and not records:
         raise ValueError("record_hidden=True needs records=True (the hidden states are part of the records)")
     if gamma > 0 and proposer is None:
@@ -116,6 +118,10 @@ def generate(
         raise ValueError(f"{type(rule).__name__} needs the amateur model (amateur=...)")
     models = [target] + ([amateur] if amateur is not None and rule.needs_amateur else [])
     draft_lm = getattr(proposer, "lm", None)
+    if (draft_lm is not None and any(draft_lm is m for m in models)) or (len(models) == 2 and models[0] is models[1]):
+        # one cache would hold two roles' tokens: the output would be silently wrong
+        raise ValueError("target, proposer and amateur must be distinct LM wrappers (each keeps its own cache); "
+                         "wrap the same weights twice for two roles, e.g. LM(lm.model)")
     _check_inputs(prompts, gamma, max_new_tokens, models + ([draft_lm] if draft_lm is not None else []))
     use_amateur = rule.needs_amateur
     use_proposer = proposer is not None and (gamma > 0 or rule.needs_bonus_q)

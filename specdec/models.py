@@ -208,8 +208,15 @@ class LM:
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self.vocab_size = model.get_output_embeddings().weight.shape[0]
-        self.hidden_size = model.config.hidden_size
-        self.max_positions = getattr(model.config, "max_position_embeddings", None) or 1 << 30
+        text = model.config.get_text_config()  # multimodal checkpoints (Gemma 3) keep these in a text config
+        local = sorted({t for t in getattr(text, "layer_types", None) or [] if t != "full_attention"})
+        if local:
+            # transformers' sliding-window cache layers cannot be cropped once the window is full, and every
+            # rejected draft is a crop: refuse here rather than crash mid-run.
+            raise ValueError(f"{name}: {type(model).__name__} has {', '.join(local)} layers, whose KV cache cannot "
+                             "roll back rejected drafts; only models with full attention in every layer are supported")
+        self.hidden_size = text.hidden_size
+        self.max_positions = getattr(text, "max_position_embeddings", None) or 1 << 30
         self.calls = 0
         self.seconds = 0.0
         self.sync_timing = True  # wait for the device after each call so `seconds` is true compute time

@@ -137,6 +137,25 @@ def test_cos_alternation_is_exercised_and_exact():
     assert 0 < proposals_accepted < proposals
 
 
+def test_cos_honours_the_stop_callback_like_cd():
+    """eval/run.py passes every method a stop callback (a chat model's closed code block): CoS must end those rows
+    too, or its token counts and speed are not comparable with cd's."""
+    E = random_llama(64, hidden=48, layers=2, seed=0, init_std=0.3)
+    A = noisy_copy(E, noise=0.5, seed=2)
+    prompts = [[1, 5, 7], [1, 9, 3, 4]]
+
+    def stop(toks: list[int]) -> bool:
+        return len(toks) >= 3
+
+    cd = generate(LM(E), None, prompts, rule=ContrastiveRule(0.5, 0.1), gamma=0, max_new_tokens=24, temperature=0,
+                  amateur=LM(A), stop=stop)
+    cos = cos_generate(LM(E), LM(A), prompts, alpha=0.5, beta=0.1, gamma=3, max_new_tokens=24, temperature=0,
+                       stop=stop)
+    assert cd.finish_reason == cos.finish_reason == ["stop", "stop"]
+    for a, c in zip(cd.tokens, cos.tokens):  # CoS stops within the round that reached the stop, as generate does
+        assert 3 <= len(c) < 24 and c[:3] == a[:3]
+
+
 # ---------------------------------------------------------------- sampling: distribution over 2 tokens
 V, N = 12, 4000
 ALPHA, BETA = 0.5, 0.05

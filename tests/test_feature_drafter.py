@@ -309,3 +309,21 @@ def test_teacher_cache_trains_as_the_per_step_teacher(micro_trio, tmp_path, draf
     assert [h["loss"] for h in hist[True]] == pytest.approx([h["loss"] for h in hist[False]], rel=1e-4)
     a, b = (load_file(str(Path(runs[c]["drafter"]) / "drafter.safetensors")) for c in (False, True))
     assert all(torch.allclose(a[k].float(), b[k].float(), atol=1e-4) for k in a)
+
+
+def test_rotary_angles_stay_float32_in_a_bfloat16_drafter():
+    """On a bf16 target the drafter runs in bf16, but its positions must not: in bf16, 1000..1003 are one number,
+    and a key's rotation would stop telling neighbouring positions apart."""
+    from specdec.feature_drafter import DrafterConfig, DrafterNet
+
+    torch.manual_seed(0)
+    net = DrafterNet(DrafterConfig(hidden=32, heads=2, mlp=64, vocab=50))
+    feats, embs = torch.randn(1, 1, 32), torch.randn(1, 1, 32)
+    keys = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        net = net.to(dtype)
+        for pos in (1000, 1001):
+            keys[dtype, pos] = net(feats.to(dtype), embs.to(dtype), torch.tensor([[pos]]), None)[1].float()
+    assert not torch.allclose(keys[torch.bfloat16, 1000], keys[torch.bfloat16, 1001], atol=0.05)
+    for pos in (1000, 1001):  # bf16 matches float32 to bf16's rounding of the weights and activations
+        assert torch.allclose(keys[torch.bfloat16, pos], keys[torch.float32, pos], atol=0.05)

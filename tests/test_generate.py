@@ -6,6 +6,7 @@ from scipy.stats import chisquare
 
 from specdec import LM, DraftModelProposer, NgramProposer, StaticEnsembleRule, generate
 from specdec.models import TokenizerMismatchError, check_tokenizers_match, pad_left
+from specdec.targets import ContrastiveRule
 from specdec.testing import noisy_copy, random_llama
 
 PROMPTS = [[1, 5, 7], [1, 9, 3, 4, 22, 8, 9, 3], [1], [3, 3, 3, 3, 3]]
@@ -152,6 +153,37 @@ def test_bad_input_errors(pair64):
         generate(LM(target), DraftModelProposer(LM(other, "draft")), PROMPTS, gamma=2)
     with pytest.raises(ValueError, match="proposer"):
         generate(LM(target), None, PROMPTS, gamma=2)
+    with pytest.raises(ValueError, match="temperature"):
+        generate(LM(target), DraftModelProposer(LM(draft)), PROMPTS, gamma=2, temperature=-1.0)
+    # one wrapper in two roles would share one cache: refused, where two wrappers over the same weights decode
+    shared = LM(target)
+    with pytest.raises(ValueError, match="distinct LM wrappers"):
+        generate(shared, DraftModelProposer(shared), PROMPTS, gamma=2)
+    amateur = LM(draft, "amateur")
+    with pytest.raises(ValueError, match="distinct LM wrappers"):
+        generate(LM(target), DraftModelProposer(amateur), PROMPTS, rule=ContrastiveRule(0.5, 0.1), gamma=2,
+                 amateur=amateur)
+    ar = generate(LM(target), None, PROMPTS, gamma=0, max_new_tokens=8, temperature=0)
+    two = generate(LM(target), DraftModelProposer(LM(target, "copy")), PROMPTS, gamma=2, max_new_tokens=8,
+                   temperature=0)
+    assert two.tokens == ar.tokens and two.acceptance_rate == 1.0
+
+
+def test_sliding_window_models_are_refused_and_multimodal_configs_read():
+    from transformers import Gemma3Config, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma3TextConfig
+
+    text = dict(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=2, head_dim=16, sliding_window=8, max_position_embeddings=512)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    mm = Gemma3ForConditionalGeneration(Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                                     image_token_index=299, boi_token_index=297,
+                                                     eoi_token_index=298))
+    # Gemma 3 as AutoModelForCausalLM loads it: a multimodal config; its sliding layers cannot roll back a draft
+    with pytest.raises(ValueError, match="sliding_attention layers"):
+        LM(mm.eval())
+    full = LM(Gemma3ForCausalLM(Gemma3TextConfig(**text, layer_types=["full_attention"] * 2)).eval())
+    assert (full.hidden_size, full.max_positions) == (32, 512)
 
 
 def test_tokenizer_mismatch_names_the_difference():
