@@ -98,6 +98,9 @@ def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = Non
 def replace_dir(tmp: Path, out_dir: Path) -> Path:
     """Move a complete export directory `tmp` to `out_dir`, replacing an older export only once the new one is
     complete (so a crash never leaves a half-written export under the final name)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it 0700: an export is shared like any directory the user makes
     old = out_dir.with_name(out_dir.name + ".old")
     shutil.rmtree(old, ignore_errors=True)  # left by an export killed mid-replace: it would block os.replace
     if out_dir.exists():

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
 
-# "-$1,234.50", "$-5", "1,000", "3.", ".5" is not matched (GSM8K answers are integers or decimals with a leading digit)
-NUMBER = re.compile(r"(-)?\$?(-)?(\d(?:[\d,]*\d)?(?:\.\d+)?)")
+# "-$1,234.50", "$-5", "1,000", "3." (as 3). Never part of a longer token: ".5" is not read as 5 (GSM8K answers
+# have a leading digit), "1,5" not as 15 (commas only as thousands groups), "5-10" not as -10.
+NUMBER = re.compile(r"(?<![\d.])(-)?\$?(-)?(?<![\d.])((?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?)")
 FINAL_ANSWER = re.compile(r"final answer(?:\s+is)?\s*[:：]?", re.I)
 
 
@@ -24,15 +24,13 @@ def normalize_number(text: str) -> str | None:
     return None if m is None else _canonical(m)
 
 
-def _canonical(m: re.Match) -> str | None:
+def _canonical(m: re.Match) -> str:
+    """Exact at any length (no rounding to a float or a Decimal context): leading and trailing zeros dropped."""
+    whole, _, frac = m.group(3).replace(",", "").partition(".")
+    whole, frac = whole.lstrip("0") or "0", frac.rstrip("0")
+    text = whole + ("." + frac if frac else "")
     negative = bool(m.group(1)) or bool(m.group(2))
-    try:
-        value = Decimal(m.group(3).replace(",", ""))
-    except InvalidOperation:
-        return None
-    value = -value if negative else value
-    text = format(value.normalize(), "f")
-    return "0" if text in ("-0", "0") else text
+    return "-" + text if negative and text != "0" else text
 
 
 def extract_answer(completion: str) -> tuple[str | None, str | None]:

@@ -4,7 +4,7 @@ import torch
 from scipy.stats import chisquare
 
 from specdec.loading import Models
-from specdec.targets import ExactRule
+from specdec.targets import ExactRule, StaticEnsembleRule
 from train.forks import choose_fork_positions, coupled_residuals, fork_delta, run_forks
 from train.reinforce import bernoulli_kl, branch_clipped_loss, fork_advantages
 from train.rollout import cut_at_stop
@@ -135,6 +135,29 @@ def test_run_forks_continues_the_prefix_and_uses_common_random_numbers(micro_tri
     f2 = run_forks(models, ExactRule(), prompts, completions, positions, **kw)
     assert f2.texts_plus == f2.texts_minus
     assert torch.equal(f2.delta, torch.zeros_like(f2.delta))
+
+
+def test_fork_returns_carry_the_whole_branch_lambda_term_whatever_its_length(micro_trio):
+    """With w = 0 every token's acceptance term 1 - w TV is exactly 1, so each branch's lambda part,
+    lam * (1/T) sum_t (1 - w_t TV_t), is lam whatever the branch's length T: with a zero task reward G+ = G- = lam
+    and Delta = 0. Summing only the continuation's terms over the whole length made the longer branch win."""
+    models = _micro(micro_trio)
+    tok = models.tokenizer
+    prompts = [tok("Q: 2+3?\nA:")["input_ids"], tok("Q: 7 apples\nA:")["input_ids"], tok("Q: 4+4?\nA:")["input_ids"]]
+    completions = [tok(" 2 + 3 = 5 so", add_special_tokens=False)["input_ids"],
+                   tok(" she has 7 now", add_special_tokens=False)["input_ids"],
+                   tok(" it is 8 then", add_special_tokens=False)["input_ids"]]
+    positions = [(0, 4), (1, 5), (2, 3)]
+    lam = 1.0
+    f = run_forks(models, StaticEnsembleRule(0.0), prompts, completions, positions,
+                  score_fn=lambda texts, rows: [0.0] * len(texts), lam=lam, gamma=3, max_new_tokens=24,
+                  temperature=1.0, stops=(":",), seed=3, cut_at_stop=cut_at_stop,
+                  prefix_lam=[float(t + 1) for _, t in positions])  # the rollout's terms up to t: each exactly 1
+    lengths = {len(tok(t)["input_ids"]) for t in f.texts_plus + f.texts_minus}
+    assert len(lengths) > 1  # branches of different lengths (the stop string cuts some)
+    assert torch.allclose(f.g_plus, torch.full_like(f.g_plus, lam), atol=1e-6)
+    assert torch.allclose(f.g_minus, torch.full_like(f.g_minus, lam), atol=1e-6)
+    assert torch.allclose(f.delta, torch.zeros_like(f.delta), atol=1e-6)
 
 
 def test_greedy_target_continuations_are_deterministic_and_equal_target_greedy(micro_trio):

@@ -1,6 +1,8 @@
 """The ensemble head: init, gradients (finite differences, float64), export/load validation."""
 
 import json
+import os
+import stat
 
 import pytest
 import torch
@@ -123,6 +125,13 @@ def test_export_load_roundtrip_and_validation(tmp_path):
     for seed in (4, 5):
         export_head(_random_head("mlp", dtype=torch.float32, seed=seed), out, meta)
         assert load_head(out)[1]["arch"]["arch"] == "mlp" and not stale.exists()
+    # the export directory gets the mode any directory the user makes gets (not mkdtemp's 0700)
+    umask = os.umask(0o022)
+    try:
+        export_head(_random_head("mlp", dtype=torch.float32, seed=6), out, meta)
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
 
 
 def test_corrupt_exports_give_clear_errors(tmp_path):

@@ -175,3 +175,32 @@ def test_unknown_algo(bad):
     with pytest.raises(ValueError, match="unknown algo"):
         compute_advantages(algo=bad, task_reward=R, mask=MASK, group=None, logp_old=torch.zeros(3, 4),
                            logp_ref=torch.zeros(3, 4), kl_coef=0.0, lam_per_token=None)
+
+
+def test_collectives_run_on_the_device_the_backend_reduces(monkeypatch):
+    """NCCL (multi-GPU training) has no CPU all_reduce, and step metrics and fork returns are CPU tensors: they go
+    through the current CUDA device there, and stay where they are under gloo."""
+    import torch.distributed as dist
+
+    from train import reinforce
+
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    monkeypatch.setattr(dist, "get_backend", lambda *a: "gloo")
+    assert reinforce.comm_device(x) == torch.device("cpu")
+    monkeypatch.setattr(dist, "get_backend", lambda *a: "nccl")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert reinforce.comm_device(x) == torch.device("cuda", 3)
+    assert reinforce.comm_device(torch.empty(2, device="meta")) == torch.device("meta")  # already on a device
+
+    seen = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(reinforce, "comm_device", lambda t: torch.device("cpu"))
+
+    def two_ranks(t, op=None):  # both ranks hold the same values
+        seen.append(t.device)
+        t.mul_(2)
+
+    monkeypatch.setattr(dist, "all_reduce", two_ranks)
+    y = reinforce.all_reduce(x)
+    assert y.tolist() == [2.0, 4.0] and x.tolist() == [1.0, 2.0] and seen == [torch.device("cpu")]

@@ -32,6 +32,13 @@ def shared_data(shared_dir):
         ("She pays 5 dollars, then 7 dollars more.", "7", "last_number"),
         ("#### 7 apples (not 8)", "7", "####"),
         ("no number here", None, None),
+        # never a piece of a longer token: a bare decimal, a comma that is not a thousands group, a range
+        ("#### .5", None, None),
+        ("#### 1,5", "1", "####"),
+        ("It takes 5-10 minutes", "10", "last_number"),
+        ("#### 007.50", "7.5", "####"),
+        # exact at any length (a Decimal context rounds at 28 digits)
+        ("#### 12345678901234567890123456789999", "12345678901234567890123456789999", "####"),
     ],
 )
 def test_gsm8k_extraction_order_and_normalisation(completion, expected, method):
@@ -41,6 +48,9 @@ def test_gsm8k_extraction_order_and_normalisation(completion, expected, method):
 def test_gsm8k_scores():
     res = score("gsm8k", ["... #### 1,000", "#### 999", "Final Answer: $1000.00", ""], ["1000"] * 4)
     assert res.scores == [1.0, 0.0, 1.0, 0.0]
+    wrong = score("gsm8k", ["#### .5", "#### 1,5", "#### 12345678901234567890123456789999"],
+                  ["5", "15", "12345678901234567890123456789000"])
+    assert wrong.scores == [0.0, 0.0, 0.0]
     assert res.details[0] == {"extracted": "1000", "method": "####", "reference": "1000"}
     with pytest.raises(ValueError, match="completions but"):
         score("gsm8k", ["#### 1"], ["1", "2"])

@@ -195,6 +195,18 @@ def test_forks_advantage_trains_and_stops_at_the_decoded_token_budget(micro_trio
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == f"step{len(rows):06d}"
 
 
+def test_forks_step_without_a_fork_position_updates_nothing_and_logs(micro_trio, tmp_path):
+    """The draft is the target: TV = 0 at every token (to float noise), so there is no position to fork at. The
+    step logs (no update took place: null losses) instead of failing on the missing update statistics."""
+    run_dir = tmp_path / "nofork"
+    p = run(smoke_args(micro_trio, run_dir, "algo.advantage=forks", "train.steps=1",
+                       f"model.draft={micro_trio / 'target'}"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (row,) = metrics(run_dir)
+    assert row["forks"] == 0 and row["tv_mean"] < 1e-6
+    assert row["pg_loss"] is None and row["clip_frac"] is None and row["adv_scale"] is None
+
+
 def test_max_minutes_stops_after_the_step_that_spends_it_and_holds_over_resume(micro_trio, tmp_path):
     """train.max_minutes counts the steps' wall time over resumes: a run stops (checkpoint + export) after the step
     that spends it, and resuming the spent run with more steps decodes nothing more."""
@@ -230,6 +242,9 @@ def test_critic_advantage_trains_and_resumes_exactly(micro_trio, tmp_path):
             assert ra[k] == rb[k], (ra["step"], k, ra[k], rb[k])
 
 
-def test_forks_refuse_the_contrastive_target_with_a_clear_error(micro_trio, tmp_path):
+def test_algo_settings_that_cannot_work_are_clear_errors(micro_trio, tmp_path):
     p = run(smoke_args(micro_trio, tmp_path / "x", "algo.advantage=forks", "target.kind=contrastive"))
     assert p.returncode != 0 and "algo.advantage=forks supports target.kind=ensemble only" in p.stdout + p.stderr
+    p = run(smoke_args(micro_trio, tmp_path / "y", "algo=reinforce_pp_group", "rollout.samples_per_prompt=1"))
+    assert p.returncode != 0 and "needs rollout.samples_per_prompt >= 2" in p.stdout + p.stderr
+    assert not (tmp_path / "y" / "metrics.jsonl").exists()

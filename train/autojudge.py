@@ -93,7 +93,8 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
         if positions:
             rows = torch.tensor([b for b, _ in positions])
             ts = torch.tensor([t for _, t in positions])
-            tv = total_variation(p[rows, ts], q[rows, ts])
+            # mined data lives on the CPU (the judge is fitted there), whatever the models' device
+            tv = total_variation(p[rows, ts], q[rows, ts]).float().cpu()
             x_plus = torch.tensor([comps[b][t] for b, t in positions])
 
             def score_fn(texts, rws, R=R):
@@ -104,11 +105,11 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                           seed=seed + start, cut_at_stop=cut_at_stop, continuation="greedy_target",
                           fork_tokens=(x_plus, torch.tensor(x_minus), tv))
             gap = f.g_plus - f.g_minus
-            out["h_q"].append(h_q[rows, ts].float())
-            out["h_p"].append(h_p[rows, ts].float())
-            out["feats"].append(pair_features(p[rows, ts], q[rows, ts]).float())
+            out["h_q"].append(h_q[rows, ts].float().cpu())
+            out["h_p"].append(h_p[rows, ts].float().cpu())
+            out["feats"].append(pair_features(p[rows, ts], q[rows, ts]).float().cpu())
             out["label"].append((gap != 0).float())
-            out["tv"].append(tv.float())
+            out["tv"].append(tv)
             out["gap"].append(gap)
             stats["forks"] += len(positions)
             stats["decoded_tokens"] += f.decoded_tokens

@@ -42,6 +42,8 @@ from specdec.models import LM
 from specdec.proposers import DraftModelProposer
 from specdec.targets import ExactRule, softmax_with_temperature
 
+TV_MIN = 1e-6
+
 
 @dataclass
 class ForkBatch:
@@ -59,9 +61,11 @@ class ForkBatch:
 def choose_fork_positions(tv: torch.Tensor, mask: torch.Tensor, per_rollout: int,
                           generator: torch.Generator) -> list[tuple[int, int]]:
     """Up to `per_rollout` distinct positions per row, drawn without replacement with probability ∝ TV (valid
-    positions with TV > 0 only)."""
+    positions with TV > TV_MIN only: below it p and q differ by float noise, e.g. one model's batched and
+    one-token passes, and a fork there costs two continuations for a Delta of ~0)."""
     out = []
-    weights = torch.where(mask, tv.nan_to_num(0.0).clamp_min(0.0), torch.zeros_like(tv)).double()
+    tv = tv.nan_to_num(0.0)
+    weights = torch.where(mask & (tv > TV_MIN), tv, torch.zeros_like(tv)).double()
     for i in range(tv.shape[0]):
         k = min(per_rollout, int((weights[i] > 0).sum()))
         if k == 0:
@@ -118,11 +122,14 @@ def run_forks(
     cut_at_stop: Callable,
     continuation: str = "policy",
     fork_tokens: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    prefix_lam: list[float] | None = None,
 ) -> ForkBatch:
     """Fork every rollout `row` at its position `t`: continue prompt + completion[:t] + [x±] with `rule` (the head
-    in the loop) and score both. `score_fn(texts, rows)` returns task rewards; the returns add the later tokens'
-    lambda terms lam * sum_s (1 - w_s TV_s) / T (lambda per token, T = the branch's length) under
-    continuation="policy". `fork_tokens` = (x+, x-, weight) replaces the coupled residual draws (AutoJudge's mining
+    in the loop) and score both. `score_fn(texts, rows)` returns task rewards; under continuation="policy" the
+    returns add the lambda term of the whole branch, lam * sum_s (1 - w_s TV_s) / T (lambda per token, T = the
+    branch's length): `prefix_lam` (one per fork) is the rollout's sum over s <= t, equal in both branches, which
+    must still be divided by each branch's own T, or the longer branch would gain up to lam * (its acceptance) in
+    the difference. `fork_tokens` = (x+, x-, weight) replaces the coupled residual draws (AutoJudge's mining
     forks at the target's and the draft's greedy tokens)."""
     if continuation not in ("policy", "greedy_target"):
         raise ValueError(f"fork continuation must be 'policy' or 'greedy_target', got {continuation!r}")
@@ -139,6 +146,10 @@ def run_forks(
     else:
         x_plus, x_minus, tv = fork_tokens
     eos = models.tokenizer.eos_token_id
+    if prefix_lam is None:
+        prefix_lam = [0.0] * len(positions)
+    if not greedy and lam != 0 and len(prefix_lam) != len(positions):
+        raise ValueError(f"prefix_lam has {len(prefix_lam)} entries for {len(positions)} forks")
 
     def branch(xs: torch.Tensor) -> tuple[list[float], list[str], int]:
         starts = [pre + [int(x)] for pre, x in zip(prefixes, xs)]
@@ -158,7 +169,7 @@ def run_forks(
             n_after = max(0, keep - t - 1)  # continuation tokens inside the completion
             w = out.records["w"][j, :n_after].double()
             tvc = out.records["tv_pq"][j, :n_after].double().nan_to_num(0.0)
-            lam_terms.append(0.0 if greedy else lam * float((1 - w * tvc).sum()) / max(keep, 1))
+            lam_terms.append(0.0 if greedy else lam * (prefix_lam[j] + float((1 - w * tvc).sum())) / max(keep, 1))
         rewards = score_fn(texts, rows)
         return [r + lt for r, lt in zip(rewards, lam_terms)], texts, decoded
 

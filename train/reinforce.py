@@ -49,11 +49,25 @@ def expected_accept(w: torch.Tensor, tv_pq: torch.Tensor) -> torch.Tensor:
     return 1 - w * tv_pq
 
 
+def comm_device(x: torch.Tensor) -> torch.device:
+    """Where a collective over x must run: NCCL (multi-GPU training) reduces CUDA tensors only, and step metrics
+    or fork returns are built on the CPU."""
+    if x.device.type == "cpu" and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return x.device
+
+
+def all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    """The all-rank reduction of x (a new tensor on x's device); x itself when there is one rank."""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return x
+    y = x.to(comm_device(x), copy=True)
+    dist.all_reduce(y, op=op)
+    return y.to(x.device)
+
+
 def _all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        x = x.clone()
-        dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    return x
+    return all_reduce(x, dist.ReduceOp.SUM)
 
 
 def masked_global_mean_std(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

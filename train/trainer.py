@@ -28,6 +28,7 @@ from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.forks import ForkBatch, choose_fork_positions, run_forks
 from train.reinforce import (
+    all_reduce,
     bernoulli_kl,
     branch_clipped_loss,
     compute_advantages,
@@ -61,12 +62,6 @@ def rollout_seed(seed: int, step: int, rank: int) -> int:
     return (seed * 1_000_003 + step * 1009 + rank) % (2**63)
 
 
-def _all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
-    if dist.get_world_size() > 1:
-        dist.all_reduce(x, op=op)
-    return x
-
-
 def _all_gather_list(x: list) -> list:
     if dist.get_world_size() == 1:
         return [x]
@@ -94,6 +89,10 @@ class Trainer:
             raise ValueError(f"algo.advantage={self.advantage} supports target.kind=ensemble only (the fork residuals "
                              "are built from p and q); use algo.advantage=returns for target=contrastive")
         r = cfg.rollout
+        if self.advantage == "returns" and self.algo.get("group_baseline") and int(r.samples_per_prompt) < 2:
+            # every group would be one sample, and its baseline that sample's own reward: no task signal at all
+            raise ValueError("algo.group_baseline needs rollout.samples_per_prompt >= 2 (got "
+                             f"{r.samples_per_prompt}): a group of one sample has advantage 0")
         if r.prompts_per_step % world:
             raise ValueError(f"rollout.prompts_per_step={r.prompts_per_step} must be divisible by the number of "
                              f"ranks ({world}) so that every rank decodes the same number of prompts")
@@ -218,7 +217,7 @@ class Trainer:
         if self.advantage == "returns":
             upd = self.update(batch, task_reward, group, step)
         elif self.advantage == "forks":
-            upd = self.update_forks(batch, forks, step) if forks is not None else {"fork_tokens": 0.0, "kl_sum": 0.0}
+            upd = self.update_forks(batch, forks, step)
         else:
             upd = self.update_critic(batch, forks, step)
         t_update = time.perf_counter() - t0
@@ -286,6 +285,9 @@ class Trainer:
         def score_fn(texts: list[str], rows: list[int]) -> list[float]:
             return score(self.cfg.task.name, texts, [refs[r] for r in rows], **self.reward_opts).scores
 
+        # the rollout's lambda terms up to and including each fork position (the same in both branches)
+        terms = ((1 - b.w.double() * b.tv.double().nan_to_num(0.0)) * b.mask).cpu()
+        prefix_lam = [float(terms[i, : t + 1].sum()) for i, t in positions]
         self.head.eval()
         r = self.cfg.rollout
         return run_forks(self.models, make_rule(self.head, self.target_cfg), prompts, b.tokens, positions,
@@ -293,7 +295,7 @@ class Trainer:
                          temperature=float(r.temperature), stops=tuple(self.task.stop),
                          seed=rollout_seed(self.cfg.seed, step, 7 + self.rank),
                          cut_at_stop=functools.partial(cut_at_stop, chat_stop=self.chat_stop),
-                         continuation=str(f.continuation))
+                         continuation=str(f.continuation), prefix_lam=prefix_lam)
 
     def _branch_update(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor, w_old: torch.Tensor,
                        w_ref: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, step: int) -> dict:
@@ -304,8 +306,12 @@ class Trainer:
         self.head.train()
         g = torch.Generator().manual_seed(rollout_seed(self.cfg.seed, step, 7919))
         stats = {"pg_loss": 0.0, "clip_frac": 0.0, "approx_kl": 0.0, "grad_norm": 0.0, "updates": 0}
+        # The same number of optimizer steps on every rank (each one all-reduces gradients), though the number of
+        # forks differs between ranks: tensor_split always gives k pieces, k at most the smallest rank's count.
+        k = int(all_reduce(torch.tensor([min(int(algo.minibatches), len(adv))], dtype=torch.float64),
+                           dist.ReduceOp.MIN).item())
         for _ in range(int(algo.update_epochs)):
-            for mb in torch.randperm(len(adv), generator=g).chunk(int(algo.minibatches)):
+            for mb in torch.randperm(len(adv), generator=g).tensor_split(k):
                 mb = mb.to(self.device)
                 sel = mask[mb]
                 w = self.engine(h_q[mb], h_p[mb], feats[mb])[sel]
@@ -354,9 +360,16 @@ class Trainer:
                           "fork_differ": float((f.g_plus != f.g_minus).float().mean())})
         return stats
 
-    def update_forks(self, b: RolloutBatch, f: ForkBatch, step: int) -> dict:
+    def update_forks(self, b: RolloutBatch, f: ForkBatch | None, step: int) -> dict:
         """REINFORCE++ on the fork advantages: the clipped ratio over the mixture's latent branch, KL to the
-        initial head, advantages divided by their global scale (train/reinforce.py::branch_clipped_loss)."""
+        initial head, advantages divided by their global scale (train/reinforce.py::branch_clipped_loss).
+        A step where some rank has no fork position (TV = 0 everywhere, or empty rollouts) updates nothing on any
+        rank, so that every rank enters the same collectives."""
+        M = 0 if f is None else len(f.row)
+        if int(all_reduce(torch.tensor([M], dtype=torch.float64), dist.ReduceOp.MIN).item()) == 0:
+            return {"forks": float(M), "fork_tokens": float(f.decoded_tokens) if f is not None else 0.0,
+                    "kl_sum": 0.0, "pg_loss": None, "clip_frac": None, "approx_kl": None, "grad_norm": None,
+                    "w_recompute_gap": 0.0, "adv_scale": None}
         i, t = f.row.to(self.device), f.pos.to(self.device)
         h_q, h_p, feats = b.h_q[i, t], b.h_p[i, t], b.feats[i, t]
         length = b.mask.sum(1)[i].to(torch.float32)
@@ -389,12 +402,12 @@ class Trainer:
             s["accepted"], s["drafted"], s["active_rounds"], (b.w * m).sum().item(), (b.tv * m).sum().item(),
             upd["kl_sum"], s["new_tokens"],
         ], dtype=torch.float64)
-        tot = dict(zip(SUM_KEYS, _all_reduce(local.clone()).tolist()))
+        tot = dict(zip(SUM_KEYS, all_reduce(local).tolist()))
         rank_rewards = [x[0] for x in _all_gather_list([task_reward.mean().item()])]
         ws = torch.tensor([v for x in _all_gather_list(b.w[b.mask].tolist()) for v in x])
-        max_roll = _all_reduce(torch.tensor([t_rollout], dtype=torch.float64), dist.ReduceOp.MAX).item()
+        max_roll = all_reduce(torch.tensor([t_rollout], dtype=torch.float64), dist.ReduceOp.MAX).item()
         samples, tokens = max(tot["samples"], 1), max(tot["tokens"], 1)
-        fork_tokens = _all_reduce(torch.tensor([upd.get("fork_tokens", 0.0)], dtype=torch.float64)).item()
+        fork_tokens = all_reduce(torch.tensor([upd.get("fork_tokens", 0.0)], dtype=torch.float64)).item()
         self.decoded_tokens += int(tot["new_tokens"] + fork_tokens)
         q = torch.quantile(ws, torch.tensor([0.1, 0.5, 0.9])).tolist() if len(ws) else [math.nan] * 3
         lam_seq = tot["lam_seq"] / samples
@@ -606,7 +619,7 @@ def _grad_norm(module: torch.nn.Module) -> float | None:
 
 
 def _global_mean(x: torch.Tensor) -> float:
-    s = _all_reduce(torch.tensor([x.sum().item(), float(x.numel())], dtype=torch.float64))
+    s = all_reduce(torch.tensor([x.sum().item(), float(x.numel())], dtype=torch.float64))
     return (s[0] / s[1].clamp_min(1)).item()
 
 
