@@ -143,6 +143,22 @@ def resumed_run(micro_trio, tmp_path_factory):
     return run_dir
 
 
+def test_resume_under_other_settings_is_refused_and_touches_nothing(resumed_run, micro_trio):
+    """A resumed run would continue one trajectory under another objective: refused, naming the setting; budgets,
+    logging and threads may change."""
+    before = {f.name: f.read_bytes() for f in resumed_run.iterdir() if f.is_file()}
+    p = run(smoke_args(micro_trio, resumed_run, "resume=true", "lambda=0.3", "seed=1"))
+    assert p.returncode != 0
+    err = p.stdout + p.stderr
+    assert "lambda: 0.1 there vs 0.3 now" in err and "seed: 0 there vs 1 now" in err
+    assert {f.name: f.read_bytes() for f in resumed_run.iterdir() if f.is_file()} == before
+    from train.trainer import resume_config_diff
+
+    saved = {"lambda": 0.1, "train": {"steps": 3}, "rollout": {"gamma": 4}, "old_key": 1}
+    assert resume_config_diff(saved, {"lambda": 0.1, "train": {"steps": 9}, "rollout": {"gamma": 4}, "new": 2}) == []
+    assert resume_config_diff(saved, {"rollout": {"gamma": 2}}) == ["rollout.gamma: 4 there vs 2 now"]
+
+
 def test_kill_and_resume_equals_an_uninterrupted_run(gsm8k_run, resumed_run):
     full, _ = gsm8k_run
     a, b = metrics(full), metrics(resumed_run)

@@ -45,6 +45,27 @@ SUM_KEYS = ("reward", "samples", "lam_seq", "acc_tok", "tokens", "accepted", "dr
             "tv", "kl", "new_tokens")
 
 
+# What a resumed run may change: budgets, checkpointing, logging, threads and the device. Anything else (task, λ, data,
+# models, head, algorithm, seed, rollout settings) would continue one trajectory under another objective.
+RESUME_MAY_CHANGE = ("resume", "resume_from", "train", "checkpoint", "progress", "logger", "num_threads", "fault",
+                     "export_dir", "device")
+
+
+def resume_config_diff(saved: dict, now: dict) -> list[str]:
+    """'key: there vs now' for each setting a resume would change, other than RESUME_MAY_CHANGE; keys absent from
+    either side (settings added or retired since the run started) are not compared."""
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            out.update(flat(v, key + ".") if isinstance(v, dict) else {key: v})
+        return out
+
+    a, b = flat(saved), flat(now)
+    return [f"{k}: {a[k]!r} there vs {b[k]!r} now" for k in sorted(a.keys() & b.keys())
+            if a[k] != b[k] and k.split(".")[0] not in RESUME_MAY_CHANGE]
+
+
 def batch_indices(step: int, n_examples: int, per_step: int, seed: int) -> list[int]:
     """The step's global prompt indices: consecutive slices of a per-epoch permutation, a pure function of
     (seed, step), so a resumed run sees exactly the data an uninterrupted run would."""
@@ -167,6 +188,14 @@ class Trainer:
             if self.rank == 0:
                 print(f"[train] resume=true but no checkpoint under {self.ckpt_root}: starting from step 0")
             return
+        saved = self.run_dir / "train_config.yaml"
+        if cfg.resume and not cfg.resume_from and saved.exists():
+            changed = resume_config_diff(OmegaConf.to_container(OmegaConf.load(saved)),
+                                         OmegaConf.to_container(cfg, resolve=True))
+            if changed:
+                raise ValueError(f"resume=true in {self.run_dir}, but settings differ from the run's "
+                                 f"train_config.yaml: {'; '.join(changed)}. Resume with the same settings (only "
+                                 f"{', '.join(RESUME_MAY_CHANGE)} may change), or train into a new run directory")
         state = ckpt.load_checkpoint(self.engine, path)
         self.start_step = int(state["step"])
         self.baseline = state.get("baseline")
