@@ -38,7 +38,7 @@ from eval.metrics import (
     speed_metrics,
     validate_metrics,
 )
-from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl, settings_diff
+from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl, settings_diff
 
 SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
 
@@ -282,9 +282,7 @@ def drop_partial_batches(out_dir: Path) -> None:
     partial = {k for k, c in count.items() if k is not None and k in sizes and c < sizes[k]}
     if partial:
         print(f"[eval] {out_dir}: batch(es) starting at {sorted(partial)} were cut mid-write; they run again")
-        tmp = out_dir / (SAMPLES + ".tmp")
-        tmp.write_text("".join(json.dumps(s) + "\n" for s in samples if s.get("batch") not in partial))
-        os.replace(tmp, out_dir / SAMPLES)
+        rewrite_jsonl(out_dir / SAMPLES, [s for s in samples if s.get("batch") not in partial])
 
 
 def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any, out_dir: Path,

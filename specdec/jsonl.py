@@ -35,20 +35,31 @@ def append_jsonl(path: Path, rows: list[dict]) -> None:
         os.fsync(f.fileno())  # a finished sample or step is on disk before the run moves on
 
 
+def rewrite_jsonl(path: Path, rows: list[dict]) -> None:
+    """Replace a jsonl file's lines atomically (a temp file renamed over it): a kill mid-rewrite loses nothing."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def repair_jsonl(path: Path) -> None:
     """Drop a torn last line so that appended lines start on a line of their own."""
     path = Path(path)
     if path.exists():
         text = path.read_text()
         if text and not text.endswith("\n"):
-            path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path)))
+            rewrite_jsonl(path, read_jsonl(path))
 
 
 def truncate_steps(path: Path, start_step: int) -> None:
     """On resume, keep only the lines of steps up to the checkpoint's (a kill can land after a log, before a save)."""
     path = Path(path)
     if path.exists():
-        path.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(path) if r["step"] <= start_step))
+        rewrite_jsonl(path, [r for r in read_jsonl(path) if r["step"] <= start_step])
 
 
 def settings_diff(recorded: dict, now: dict, optional: tuple[str, ...] = ()) -> list[str]:
