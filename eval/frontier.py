@@ -192,7 +192,8 @@ def _pts(x: float) -> str:
 
 
 def head_comparison(rows: list[dict]) -> list[dict]:
-    """Per head: the best static point scoring at least as well, and standard SD, with acceptance and score
+    """Per head: the best static point scoring at least as well (sd, the static line's w = 1 end, when no w < 1
+    does), and standard SD, with acceptance and score
     differences in points and whether the issue's bars are met (head ≥ that static + 5 points; head ≥ SD + 15
     points with a score at most 2 points below SD's)."""
     sd = next((m for m in rows if m["method"] == "sd" and m.get("acceptance_rate") is not None), None)
@@ -203,6 +204,9 @@ def head_comparison(rows: list[dict]) -> list[dict]:
             continue
         c: dict[str, Any] = {"head": h, "static": None, "sd": sd}
         b = best_static(rows, score)
+        if (b is None or b.get("task_score") is None or b["task_score"] < score - 1e-12) and sd is not None \
+                and sd.get("task_score") is not None and sd["task_score"] >= score - 1e-12:
+            b = sd  # no w < 1 scores as well: the static line's w = 1 end (nu = p) is sd
         if b is not None and b.get("task_score") is not None and b["task_score"] >= score - 1e-12:
             c["static"] = b
             c["d_acc_static"] = acc - b["acceptance_rate"]
@@ -233,7 +237,8 @@ def comparison_lines(rows: list[dict]) -> list[str]:
         if b is None:
             s.append("No static point scores at least as well (bar vs static: not measurable here).")
         else:
-            s.append(f"Best static with score ≥ the head's: {b['label']} (score {b['task_score']:.3f}{_ci(b)}, "
+            name = b["label"] + (" = static w = 1" if b["method"] == "sd" else "")
+            s.append(f"Best static with score ≥ the head's: {name} (score {b['task_score']:.3f}{_ci(b)}, "
                      f"acceptance {b['acceptance_rate']:.3f}): acceptance {_pts(c['d_acc_static'])} points, score "
                      f"{_pts(c['d_score_static'])} points (bar ≥ +{BAR_VS_STATIC:g}: "
                      f"{'met' if c['bar_static'] else 'missed'}).")

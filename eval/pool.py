@@ -42,6 +42,36 @@ def finished_labels(run_dirs: list[Path]) -> list[str]:
     return sorted({p.name for d in run_dirs for p in d.iterdir() if (p / "metrics.json").exists()})
 
 
+# Settings every method of one set shares (the same prompts, decoded alike), and every set shares but the data.
+SAME_PROMPTS = ("task", "data", "num_samples")
+SAME_DECODING = ("task", "temperature", "max_new_tokens", "model")
+
+
+def check_sets(run_dirs: list[Path], labels: list[str]) -> None:
+    """Pairing by (set, prompt idx) is only meaningful if, within a set, every method ran on the same prompts, and
+    pooling only if the sets are different prompts decoded alike: raise ValueError, naming the run, otherwise."""
+    first_of_set = []
+    for d in run_dirs:
+        runs = {lab: json.loads((d / lab / "run.json").read_text()) for lab in labels
+                if (d / lab / "metrics.json").exists() and (d / lab / "run.json").exists()}
+        if not runs:
+            continue
+        lab0, r0 = next(iter(runs.items()))
+        for lab, r in runs.items():
+            bad = [k for k in SAME_PROMPTS + ("seed",) + SAME_DECODING if r.get(k) != r0.get(k)]
+            if bad:
+                raise ValueError(f"{d}: {lab} and {lab0} differ in {', '.join(bad)}: a set's methods must run on the "
+                                 "same prompts with the same settings to be paired prompt by prompt")
+        first_of_set.append((d, r0))
+    for i, (d, r) in enumerate(first_of_set):
+        for d2, r2 in first_of_set[:i]:
+            if all(r.get(k) == r2.get(k) for k in SAME_PROMPTS):
+                raise ValueError(f"{d} and {d2} are the same prompts (data {r.get('data')}): pool disjoint sets")
+            bad = [k for k in SAME_DECODING if r.get(k) != r2.get(k)]
+            if bad:
+                raise ValueError(f"{d} and {d2} differ in {', '.join(bad)}: pool sets decoded alike")
+
+
 def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[float, int, int]]:
     """(set index, prompt idx) -> (score, accepted tokens, drafted tokens), over the sets where `label` finished."""
     out = {}
@@ -49,8 +79,17 @@ def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[
         if not (d / label / "metrics.json").exists():
             continue
         for s in read_jsonl(d / label / "samples.jsonl"):
+            if s.get("score") is None:
+                raise ValueError(f"{d / label}: sample {s['idx']} has no score (a task without a reward): pool.py "
+                                 "compares task scores")
             out[(k, s["idx"])] = (float(s["score"]), int(sum(s["accepted"])), int(sum(s["drafted"])))
     return out
+
+
+def method_of(run_dirs: list[Path], label: str) -> str:
+    """The method name (sd, static, diversed, ...) of a label, from the first set that finished it."""
+    d = next(d for d in run_dirs if (d / label / "metrics.json").exists())
+    return json.loads((d / label / "metrics.json").read_text())["method"]
 
 
 def pooled_stats(per_prompt_rows: dict) -> dict:
@@ -90,15 +129,16 @@ def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
             "accept": float(acc(r) - acc(o)), "accept_ci": (float(lo), float(hi))}
 
 
-def above_static_line(data: dict[str, dict], head: str, seed: int = 0) -> dict | None:
+def above_static_line(data: dict[str, dict], head: str, methods: dict[str, str], seed: int = 0) -> dict | None:
     """The head's score minus the static line's at the head's acceptance, on the prompts all of them share.
 
-    The static line: every static(w) run plus sd (w = 1), as (acceptance, score) points joined linearly in order of
+    The static line: every static(w) run plus sd (w = 1; `methods` maps labels to method names, so an sd with
+    another proposer, sd[feature], counts too), as (acceptance, score) points joined linearly in order of
     acceptance (flat beyond the end points); points that did not run on all of the head's prompts are left out.
     Prompts are resampled jointly for the head and every static point, so the interval carries the line's own
     noise. None without two such points."""
     keys = sorted(data[head])
-    line = [lab for lab in data if (lab == "sd" or lab.startswith("static(")) and set(keys) <= set(data[lab])]
+    line = [lab for lab in data if methods.get(lab) in ("sd", "static") and set(keys) <= set(data[lab])]
     if len(line) < 2 or not keys:
         return None
     h = np.array([data[head][k] for k in keys], dtype=np.float64)
@@ -121,6 +161,7 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
     labels = finished_labels(run_dirs)
     if not labels:
         raise SystemExit(f"no finished method (<label>/metrics.json) under {', '.join(map(str, run_dirs))}")
+    check_sets(run_dirs, labels)
     data = {lab: per_prompt(run_dirs, lab) for lab in labels}
     stats = {lab: pooled_stats(data[lab]) for lab in labels}
     rows = pooled_rows(run_dirs, stats)
@@ -153,11 +194,13 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
         (lo, hi), (alo, ahi) = p["score_ci"], p["accept_ci"]
         lines.append(f"| {lab} (n={p['n']}) | {p['score']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p['accept']:+.3f} | "
                      f"[{alo:+.3f}, {ahi:+.3f}] |")
-    line = above_static_line(data, ref) if ref.startswith("diversed") else None
+    methods = {lab: method_of(run_dirs, lab) for lab in labels}
+    line = above_static_line(data, ref, methods) if methods[ref] == "diversed" else None
     if line is not None:
         lo, hi = line["ci"]
         lines += ["", f"{ref} minus the static line at its acceptance (the line through {', '.join(line['points'])} "
-                  f"by acceptance, linear between them; n={line['n']}, prompts resampled jointly): score "
+                  f"by acceptance, linear between them and flat beyond its ends; n={line['n']}, prompts resampled "
+                  "jointly): score "
                   f"{line['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ from eval.frontier import (
     best_static,
     closing_rows,
     collect,
+    comparison_lines,
     head_comparison,
     head_group,
     head_lambda,
@@ -75,6 +76,12 @@ def test_head_comparison_against_the_bars():
     rows = _rows() + [_m("diversed", "diversed(λ=0.3)", 0.95, 0.9, 0.5, head_lambda=0.3)]
     top = [x for x in head_comparison(rows) if x["head"]["label"] == "diversed(λ=0.3)"][0]
     assert top["static"] is None and "bar_static" not in top
+    # without a static(w=1.00) run, sd is the static line's w = 1 end: a head that no w < 1 matches is read against it
+    no_w1 = [m for m in _rows() if m["label"] != "static(w=1.00)"]
+    lo = [x for x in head_comparison(no_w1) if x["head"]["label"] == "diversed(λ=0.02)"][0]
+    assert lo["static"]["label"] == "sd" and lo["d_acc_static"] == pytest.approx(0.17) and lo["bar_static"]
+    line = [x for x in comparison_lines(no_w1) if x.startswith("- **diversed(λ=0.02)")][0]
+    assert "Best static with score ≥ the head's: sd = static w = 1 (score 0.600" in line
 
 
 def test_identity_line_is_a_check_for_heads_and_static_alike():

@@ -92,10 +92,50 @@ def test_above_static_line_interpolates_the_static_points_at_the_heads_acceptanc
 
     data = {"sd": method(36, 6), "static(w=0.50)": method(20, 8), "static(w=0.00)": {(0, 0): (0.0, 10, 10)}}
     data["diversed(λ=1)"] = method(28, 7)  # exactly on the line between sd (0.9 at 0.6) and w=0.5 (0.5 at 0.8)
-    on = above_static_line(data, "diversed(λ=1)")
+    methods = {lab: lab.split("(")[0] for lab in data}
+    on = above_static_line(data, "diversed(λ=1)", methods)
     assert on["points"] == ["sd", "static(w=0.50)"]  # w=0 ran on one prompt only: left out, not shrinking n
     assert on["n"] == n and on["gap"] == pytest.approx(0.0, abs=1e-12)
     data["diversed(λ=1)"] = method(36, 8)  # sd's score at w=0.5's acceptance: 0.4 above the line
-    above = above_static_line(data, "diversed(λ=1)")
+    above = above_static_line(data, "diversed(λ=1)", methods)
     assert above["gap"] == pytest.approx(0.4) and above["ci"][0] > 0.1
-    assert above_static_line({"sd": data["sd"], "diversed(λ=1)": data["diversed(λ=1)"]}, "diversed(λ=1)") is None
+    assert above_static_line({"sd": data["sd"], "diversed(λ=1)": data["diversed(λ=1)"]}, "diversed(λ=1)",
+                             methods) is None
+    # the line's points are chosen by method, not by label: sd with another proposer is still its w = 1 end
+    feat = {"sd[feature]" if k == "sd" else k: v for k, v in data.items()}
+    moved = above_static_line(feat, "diversed(λ=1)", {**methods, "sd[feature]": "sd"})
+    assert moved["points"] == ["sd[feature]", "static(w=0.50)"] and moved["gap"] == pytest.approx(0.4)
+
+
+def _run_json(run_dir: Path, label: str, **over) -> None:
+    r = {"task": "gsm8k", "data": {"path": "test.jsonl", "seed": 0}, "num_samples": 2, "seed": 0,
+         "temperature": 1.0, "max_new_tokens": 64, "model": {"target": "t", "draft": "d"}}
+    (run_dir / label / "run.json").write_text(json.dumps({**r, **over}))
+
+
+def test_sets_that_cannot_be_paired_or_pooled_are_refused(two_sets):
+    a, b = two_sets
+    for lab in ("sd", "diversed(λ=3)"):
+        _run_json(a, lab)
+        _run_json(b, lab, data={"path": "test.jsonl", "seed": 7}, seed=1)
+    assert "| sd (n=4) |" in report(two_sets)  # disjoint sets, each set's methods on the same prompts
+    with pytest.raises(ValueError, match="same prompts"):
+        report([a, a])
+    _run_json(b, "sd", data={"path": "test.jsonl", "seed": 8}, seed=1)  # ran on other prompts than the head
+    with pytest.raises(ValueError, match=r"set2: .* differ in data"):
+        report(two_sets)
+    _run_json(b, "sd", data={"path": "test.jsonl", "seed": 7}, seed=1, temperature=0.0)
+    with pytest.raises(ValueError, match="temperature"):
+        report(two_sets)
+    for lab in ("sd", "diversed(λ=3)"):
+        _run_json(b, lab, data={"path": "test.jsonl", "seed": 7}, seed=1, max_new_tokens=32)
+    with pytest.raises(ValueError, match="decoded alike"):
+        report(two_sets)
+
+
+def test_a_task_without_scores_is_a_clear_error(tmp_path):
+    write_method(tmp_path, "sd", [(1.0, 6, 8)])
+    (tmp_path / "sd" / "samples.jsonl").write_text(json.dumps({"idx": 0, "score": None, "accepted": [3],
+                                                               "drafted": [4]}) + "\n")
+    with pytest.raises(ValueError, match="no score"):
+        report([tmp_path])
