@@ -8,7 +8,9 @@ runner reaches the FINISH line below after every part ran without an exception, 
 object was really executed (the hook counts their `exec` audit events: a program that reaches the runner's frame,
 e.g. with sys._getframe(1), and empties its list of parts or rebinds its exec, is not a pass). The token lives
 only in the hook's closure: the program cannot reach it without frame or gc introspection, which the hook blocks,
-and it cannot fake the runner frame's current line (that needs a trace function, also blocked).
+and it cannot fake the runner frame's current line (that needs a trace function, also blocked). Nor can the
+program's code run inside the hook (where the hook's frame would be within reach): the hook accepts only exact
+built-in types for the names and paths it inspects, never a subclass whose methods the program wrote.
 """
 
 import os
@@ -42,6 +44,12 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
     root = os.path.realpath(os.getcwd())
     own_proc = f"/proc/{os.getpid()}"
     write, realpath, fspath, isdir, dumps = os.write, os.path.realpath, os.fsdecode, os.path.isdir, json.dumps
+    import pathlib
+
+    # The hook must never run the program's code: a str subclass's __str__/__eq__ or a PathLike's __fspath__ would
+    # run with the hook's frame (and the token in its closure) on the stack. Paths and names of any other type are
+    # denied; pathlib's own classes (exact types) are trusted.
+    path_types = (str, bytes, pathlib.PosixPath, pathlib.PurePosixPath)
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
     violations: list[str] = []
     # _posixsubprocess.fork_exec raises no audit event: without it, subprocess/multiprocessing cannot start.
@@ -53,6 +61,7 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
     finished: list[bool] = []
 
     deny_always = {
+        "os.chdir",  # the hook resolves relative paths against the sandbox dir: it must stay the cwd
         "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.startfile",
         "subprocess.Popen", "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill",
         "resource.setrlimit", "resource.prlimit", "sys.settrace", "sys.setprofile", "sys._current_frames",
@@ -68,8 +77,13 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
         "shutil.rmtree": ((0,), (1,)), "os.chflags": ((0,), ()), "os.lchflags": ((0,), ()),
     }  # fmt: skip
 
-    def inside(path) -> bool:
-        p = realpath(fspath(path))
+    def checked(event: str, path) -> str:
+        """The real path of an audited path argument, converted without running the program's code."""
+        if type(path) not in path_types:
+            deny(event, "a path that is not a str, bytes or pathlib path")
+        return realpath(fspath(path))
+
+    def inside(p: str) -> bool:
         return p == root or p.startswith(root + "/")
 
     def deny(event: str, why: str):
@@ -95,9 +109,11 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
             deny(event, "not allowed in the sandbox")
         elif event == "open":
             path, mode, flags = args
-            if isinstance(path, int):
+            if type(path) is int:
                 return
-            p = realpath(fspath(path))
+            p = checked(event, path)
+            if mode is not None and type(mode) is not str:
+                deny(event, "a mode that is not a str")
             writing = (mode is not None and any(c in mode for c in "wax+")) or bool((flags or 0) & write_flags)
             if writing and not inside(p) and p != "/dev/null":
                 deny(event, f"write outside the sandbox dir: {p}")
@@ -113,15 +129,29 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
                 if i < len(args) and args[i] not in (None, -1, -100):  # -1: no dir_fd given; -100: AT_FDCWD
                     deny(event, "dir_fd-relative file operation")
             for i in paths:
-                if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)) and not inside(args[i]):
-                    deny(event, f"outside the sandbox dir: {fspath(args[i])}")
-        elif event == "import" and args and str(args[0]).split(".")[0] in banned_imports:
-            deny(event, f"import {args[0]}")
-        elif event == "object.__getattr__" and len(args) > 1 and args[1] in (
-            "tb_frame", "gi_frame", "cr_frame", "ag_frame",
-        ):  # fmt: skip
-            deny(event, f"frame introspection ({args[1]})")
+                if i < len(args) and type(args[i]) is not int:
+                    p = checked(event, args[i])
+                    if not inside(p):
+                        deny(event, f"outside the sandbox dir: {p}")
+        elif event == "import" and args:
+            if type(args[0]) is not str:
+                deny(event, "a module name that is not a str")
+            # every component: an extension's init function is named after the last one, whatever the package
+            if any(part in banned_imports for part in args[0].split(".")):
+                deny(event, f"import {args[0]}")
+        elif event == "object.__getattr__" and len(args) > 1:
+            if type(args[1]) is not str:
+                deny(event, "an attribute name that is not a str")
+            if args[1] in ("tb_frame", "gi_frame", "cr_frame", "ag_frame"):
+                deny(event, f"frame introspection ({args[1]})")
 
+    # pidfd_open + pidfd_send_signal raise no audit event (a kill of any process of this user without bwrap)
+    import posix
+    import signal
+
+    for mod, name in ((os, "pidfd_open"), (posix, "pidfd_open"), (signal, "pidfd_send_signal")):
+        if hasattr(mod, name):
+            delattr(mod, name)
     sys.addaudithook(hook)
     return codes
 

@@ -147,6 +147,13 @@ def test_reading_a_parent_secret(mode, unharmed, monkeypatch):
     assert os.environ["SPECDEC_TEST_SECRET"] == secret
 
 
+# Walk every frame; write any token found in a frame's locals to the result pipe and exit "cleanly".
+STEAL = ("import os, sys\ndef steal():\n    f = sys._getframe(1)\n    while f is not None:\n"
+         "        loc = f.f_locals\n        if 'token' in loc and 'result_fd' in loc:\n"
+         "            os.write(loc['result_fd'], loc['token'] + b'\\n')\n            os._exit(0)\n"
+         "        f = f.f_back\n")
+
+
 @pytest.mark.parametrize(
     "program, status",
     [
@@ -167,9 +174,22 @@ def test_reading_a_parent_secret(mode, unharmed, monkeypatch):
         ("import ctypes\n", "blocked"),
         # a subinterpreter would run without the audit hook
         ("import _xxsubinterpreters as s\ns.run_string(s.create(), 'import os; os._exit(0)')\n", "blocked"),
+        # the program's own code called from inside the audit hook (a str subclass as a module name or a path)
+        # would find the hook's frame, and the pass token in its closure
+        (STEAL + "class S(str):\n    def __str__(self):\n        steal()\n        return 'x'\n"
+         "    def split(self, *a):\n        steal()\n        return ['x']\n"
+         "try:\n    __import__(S('no_such_module'))\nexcept Exception:\n    pass\n"
+         "try:\n    open(S('f.txt'), 'w')\nexcept Exception:\n    pass\n", "blocked"),
+        # an extension loaded under a package name (fork_exec raises no audit event)
+        ("import importlib.util, _posixsubprocess as p\n", "blocked"),
+        ("import importlib.util, glob, sysconfig\nfrom importlib.machinery import ExtensionFileLoader\n"
+         "so = glob.glob(sysconfig.get_paths()['platstdlib'] + '/lib-dynload/_posixsubprocess*.so')[0]\n"
+         "spec = importlib.util.spec_from_file_location('x._posixsubprocess', so)\n"
+         "importlib.util.module_from_spec(spec)\n", "blocked"),
+        ("import os\nos.chdir('/')\n", "blocked"),  # relative paths are checked against the sandbox dir
     ],
     ids=["sys.exit", "SystemExit", "os._exit", "fake-token", "frame-walk", "skip-parts", "gc", "settrace", "ctypes",
-         "subinterp"],
+         "subinterp", "hook-reentry", "posixsubprocess", "renamed-extension", "chdir"],
 )
 def test_exit_before_the_asserts_is_not_a_pass(mode, unharmed, program, status):
     res = run([("code", program), ("tests", "assert False, 'the tests must never be reached'\n")], mode)
