@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from data.tasks import LETTERS, Task, get_task
+from specdec.jsonl import split_lines
 
 SOURCES = ("auto", "file", "synthetic", "hub")
 MMLU_COLUMNS = ("question", "A", "B", "C", "D", "answer")
@@ -76,6 +77,10 @@ def load_examples(
     if source == "file" or (source == "auto" and task.hub_id is None):
         raise DataError(_needs_path(task, "this task reads a local file"))
     if source == "auto" and task.name == "humaneval":
+        if split != "test":  # HumanEval has one split, the evaluation's: training on it would train on the test
+            raise DataError(f"humaneval has only a test split (the bundled problems), asked for {split!r}: train "
+                            "on other data (data.path=FILE), or hold the evaluated rows out of a file with "
+                            "data.holdout")
         bundled = humaneval_bundled_path()
         if bundled is not None:
             rows = read_file(task, bundled)
@@ -122,7 +127,7 @@ def _read_text(path: Path) -> str:
 
 def _read_jsonl(path: Path, text: str) -> list[dict]:
     rows = []
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         try:

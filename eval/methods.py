@@ -195,7 +195,7 @@ def head_task(meta: dict) -> str | None:
 
 @register("diversed")
 def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
-    from heads import load_head
+    from heads import check_head_tokenizer, load_head
 
     path = cfg.get("head_path")
     if not path:
@@ -209,6 +209,7 @@ def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
     head, meta = load_head(path, device=target.device,
                            expect={"hidden_q": proposer.hidden_size if kind == "feature" else models.draft.hidden_size,
                                    "hidden_p": target.hidden_size})
+    check_head_tokenizer(path, meta, models.tokenizer)
     base = None
     tgt = meta.get("target") if isinstance(meta.get("target"), dict) else {}
     if tgt.get("kind") == "contrastive":  # a head trained over pi_CD verifies against pi_CD
@@ -237,7 +238,7 @@ class ThresholdHead(torch.nn.Module):
 @register("autojudge")
 def _autojudge(models: Models, cfg: DictConfig) -> MethodSpec:
     """AutoJudge (train/autojudge.py): head=PATH of an exported judge; method.threshold overrides its own."""
-    from heads import load_head
+    from heads import check_head_tokenizer, load_head
 
     path = cfg.get("head_path")
     if not path:
@@ -245,6 +246,7 @@ def _autojudge(models: Models, cfg: DictConfig) -> MethodSpec:
     target, draft = models.target, models.draft
     head, meta = load_head(path, device=target.device,
                            expect={"hidden_q": draft.hidden_size, "hidden_p": target.hidden_size})
+    check_head_tokenizer(path, meta, models.tokenizer)
     if meta.get("method") != "autojudge":
         raise ValueError(f"{path} is not an AutoJudge export (config.json method={meta.get('method')!r}); "
                          "use method=diversed for an ensemble head")

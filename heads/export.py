@@ -135,6 +135,15 @@ def read_head_config(path: str | Path) -> dict:
     return config
 
 
+def check_head_tokenizer(path: str | Path, config: dict, tokenizer: Any) -> None:
+    """A head's hidden-state inputs depend on the tokenizer it was trained with: refuse another one (exports that
+    record none are not checked)."""
+    recorded, here = config.get("tokenizer_hash"), tokenizer_hash(tokenizer)
+    if recorded is not None and recorded != here:
+        raise HeadFormatError(f"head at {path} was trained with another tokenizer ({recorded}, here {here}); "
+                              f"train or pick a head for this model pair")
+
+
 def load_head(
     path: str | Path,
     device: str | torch.device = "cpu",

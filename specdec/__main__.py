@@ -30,7 +30,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from specdec.api import SpeculativeGenerator
-from specdec.jsonl import settings_diff
+from specdec.jsonl import rewrite_jsonl, settings_diff, split_lines
 
 SETTINGS = {"max_new_tokens": int, "temperature": float, "gamma": int, "seed": int}
 FIELDS = {"prompt", "id", *SETTINGS}
@@ -85,12 +85,12 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
     """Decode every line of prompts_file into out (one record per line, input order); returns counts."""
     if batch_size < 1:
         raise ValueError(f"batch size must be >= 1, got {batch_size}")
-    lines = prompts_file.read_text(encoding="utf-8").splitlines()
+    lines = split_lines(prompts_file.read_text(encoding="utf-8"))
     partial = out.with_name(out.name + ".partial")
     header = {"resume_identity": json.loads(json.dumps(run_identity(sg, defaults, batch_size)))}
     done: dict[int, dict] = {}
     if resume and partial.exists():
-        raw_lines = partial.read_text(encoding="utf-8").splitlines()
+        raw_lines = split_lines(partial.read_text(encoding="utf-8"))
         try:
             found = json.loads(raw_lines[0]) if raw_lines else header
         except json.JSONDecodeError:
@@ -112,8 +112,7 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
     elif partial.exists():
         partial.unlink()
     # the identity first, then the kept records (without a torn line, so that appends start on a fresh line)
-    partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in [header, *done.values()]),
-                       encoding="utf-8")
+    rewrite_jsonl(partial, [header, *done.values()], ensure_ascii=False)  # atomic: a kill here loses no record
     groups: dict[tuple, list[tuple[int, dict]]] = {}
     bar = tqdm(total=len(lines), initial=len(done), desc="requests", unit="req")
     with open(partial, "a", encoding="utf-8") as sink:
@@ -196,6 +195,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--prompts-file needs --out")
     if args.prompts_file is not None and not args.prompts_file.is_file():
         ap.error(f"--prompts-file {args.prompts_file} does not exist")
+    if args.prompts_file is not None:
+        out = args.out.resolve()
+        if args.prompts_file.resolve() in (out, out.with_name(out.name + ".partial")):
+            ap.error(f"--out {args.out} would overwrite the prompts file {args.prompts_file}: write elsewhere")
 
     rule = args.rule
     if args.proposer == "none":

@@ -113,7 +113,9 @@ class SpeculativeGenerator:
             "head_path": None if head is None else str(head), "alpha": alpha, "beta": beta,
         })
         if head is not None:
-            _check_head_tokenizer(head, models.tokenizer)
+            from heads import check_head_tokenizer, read_head_config
+
+            check_head_tokenizer(head, read_head_config(head), models.tokenizer)
         spec = build_method(name, models, method_cfg)
         if spec.generate_fn is not None:
             raise ValueError(f"method {name!r} decodes with its own loop, which this API does not serve; use "
@@ -186,14 +188,3 @@ class SpeculativeGenerator:
                 accepted_per_round=per_round,
             ))
         return done
-
-
-def _check_head_tokenizer(head: str | Path, tokenizer: Any) -> None:
-    """A head's hidden-state inputs depend on the tokenizer it was trained with: refuse another one."""
-    from heads import HeadFormatError, read_head_config, tokenizer_hash
-
-    recorded = read_head_config(head).get("tokenizer_hash")
-    here = tokenizer_hash(tokenizer)
-    if recorded is not None and recorded != here:
-        raise HeadFormatError(f"head at {head} was trained with another tokenizer ({recorded}, here {here}); "
-                              f"train or pick a head for this model pair")

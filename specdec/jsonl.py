@@ -11,13 +11,20 @@ import os
 from pathlib import Path
 
 
+def split_lines(text: str) -> list[str]:
+    """A text file's lines, split at "\n" only: str.splitlines also splits at U+2028, \x85, \x0c and others, which
+    JSON strings may hold raw (json.dumps(..., ensure_ascii=False) writes them so)."""
+    lines = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """The complete lines of a jsonl file, in order ([] when there is none)."""
     path = Path(path)
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    for line in split_lines(path.read_text(encoding="utf-8")):
         if not line.strip():
             continue
         try:
@@ -35,12 +42,12 @@ def append_jsonl(path: Path, rows: list[dict]) -> None:
         os.fsync(f.fileno())  # a finished sample or step is on disk before the run moves on
 
 
-def rewrite_jsonl(path: Path, rows: list[dict]) -> None:
+def rewrite_jsonl(path: Path, rows: list[dict], ensure_ascii: bool = True) -> None:
     """Replace a jsonl file's lines atomically (a temp file renamed over it): a kill mid-rewrite loses nothing."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=ensure_ascii) + "\n" for r in rows))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

