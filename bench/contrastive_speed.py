@@ -137,8 +137,7 @@ def task_prompts(tok, tasks: list[str], n: int, seed: int, data_path: str | None
     seed `seed` draws from that file; chat models get their chat template, as in evaluation."""
     from data import synthetic
     from data.loaders import load_examples
-    from data.tasks import get_task
-    from train.trainer import encode_prompt
+    from data.tasks import encode_prompt, get_task
 
     if data_path is not None and len(tasks) != 1:
         raise ValueError(f"--data-path holds one task's rows; got tasks {tasks}")

@@ -29,7 +29,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from data.tasks import Task, chat_stop_for, get_task, stop_on_match
+from data.tasks import Task, chat_stop_for, encode_prompt, get_task, stop_on_match
 from eval.methods import MethodSpec, Models, build_method, head_task, w_str
 from eval.metrics import (
     acceptance_metrics,
@@ -144,7 +144,7 @@ def encode_prompts(task: Task, rows: list[dict], tokenizer, window: int, reserve
                          "lower eval.max_new_tokens")
     ids, cut = [], 0
     for ex in rows:
-        x = tokenizer(task.format_prompt(ex, tokenizer))["input_ids"]
+        x = encode_prompt(tokenizer, task.format_prompt(ex, tokenizer))
         if len(x) > keep:
             x, cut = x[-keep:], cut + 1
         ids.append(x)

@@ -132,7 +132,9 @@ class SpeculativeGenerator:
             raise TypeError(f"a prompt must be a string, got {type(prompt).__name__}")
         if not prompt.strip():
             raise ValueError("the prompt is empty")
-        ids = self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        from data.tasks import encode_prompt
+
+        ids = encode_prompt(self.tokenizer, prompt)
         g = self.gamma if gamma is None else gamma
         if len(ids) + g + 1 > self.window:
             raise ValueError(f"the prompt has {len(ids)} tokens, too long for the context window of {self.window} "

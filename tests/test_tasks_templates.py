@@ -120,3 +120,19 @@ def test_templates_on_shared_samples(shared_data):
     for row in mbpp:
         prompt = get_task("mbpp").format_prompt(row)
         assert prompt.startswith("Task: " + row["prompt"]) and row["test_list"][0] in prompt
+
+
+def test_a_prompt_that_starts_with_bos_gets_no_second_one(micro_trio):
+    """A rendered chat template often starts with BOS (Llama 3's does); the tokenizer must not add another."""
+    from transformers import AutoTokenizer
+
+    from data.tasks import encode_prompt
+
+    tok = AutoTokenizer.from_pretrained(str(micro_trio / "tokenizer"))
+    plain = encode_prompt(tok, "Q: 2+3?")
+    assert plain[0] == tok.bos_token_id and plain[1] != tok.bos_token_id  # the tokenizer adds BOS itself
+    rendered = encode_prompt(tok, tok.bos_token + "Q: 2+3?")
+    assert rendered == plain
+    with pytest.raises(ValueError, match="no tokens"):
+        encode_prompt(type("Empty", (), {"bos_token": None, "__call__": lambda self, t, **k: {"input_ids": []}})(),
+                      "x")

@@ -166,11 +166,10 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from data.loaders import load_examples
-    from data.tasks import get_task
+    from data.tasks import encode_prompt, get_task
     from heads import EnsembleHead, HeadConfig, export_head, tokenizer_hash
     from specdec.loading import Models
     from specdec.targets import PAIR_FEATURES
-    from train.trainer import encode_prompt
 
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))

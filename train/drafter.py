@@ -194,11 +194,11 @@ def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer) -> 
 # ---------------------------------------------------------------- the run
 def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from data.loaders import load_examples
-    from data.tasks import chat_stop_for, get_task
+    from data.tasks import chat_stop_for, encode_prompt, get_task
     from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
     from specdec.models import resolve_device
-    from train.trainer import batch_indices, encode_prompt, make_wandb
+    from train.trainer import batch_indices, make_wandb
 
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))

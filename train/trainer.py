@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from data.tasks import encode_prompt
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
 from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
 from specdec.loading import Models
@@ -633,11 +634,6 @@ def per_token_weight(mask: torch.Tensor) -> torch.Tensor:
     return maskf / maskf.sum(1, keepdim=True).clamp_min(1.0)
 
 
-def encode_prompt(tokenizer: Any, text: str) -> list[int]:
-    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
-    if not ids:
-        raise ValueError(f"prompt encodes to no tokens: {text[:60]!r}")
-    return list(ids)
 
 
 def _grad_norm(module: torch.nn.Module) -> float | None:
