@@ -173,6 +173,7 @@ def decode_head(head_path: str, cfg: Any, models: Any, task: Any, prompts: list[
                 w0: float, threshold: float, progress: bool = True) -> tuple[dict[str, list], dict]:
     """Decode the prompts with the head in the loop (eval's `diversed` method); tested positions + the spec's
     label and params."""
+    from data.tasks import chat_stop_for, stop_on_match
     from eval.methods import build_method
     from eval.run import method_cfg
     from specdec.generate import generate
@@ -183,6 +184,8 @@ def decode_head(head_path: str, cfg: Any, models: Any, task: Any, prompts: list[
     max_new = int(cfg.eval.max_new_tokens or cfg.task.get("max_new_tokens") or task.max_new_tokens)
     bs, seed = int(cfg.eval.batch_size), int(cfg.seed)
     eos = models.tokenizer.eos_token_id
+    # rows end where eval/run.py ends them (a chat model's stop), so the report sees the positions eval decodes
+    stop = stop_on_match(chat_stop_for(task, models.tokenizer), models.tokenizer)
     pos: dict[str, list] = {}
     from tqdm.auto import tqdm
 
@@ -192,7 +195,7 @@ def decode_head(head_path: str, cfg: Any, models: Any, task: Any, prompts: list[
         g = torch.Generator(device=models.target.device).manual_seed(seed * 1_000_003 + i)
         out = generate(models.target, prop, prompts[i:i + bs], rule=rule, gamma=spec.gamma, max_new_tokens=max_new,
                        temperature=float(cfg.temperature), eos_token_id=eos, amateur=spec.amateur, generator=g,
-                       record_hidden=True)
+                       record_hidden=True, stop=stop)
         for k, v in tested_positions(out, prop, rule, spec.gamma).items():
             pos.setdefault(k, []).extend(v)
     return pos, {"label": spec.label, "params": spec.params, "head": str(head_path)}

@@ -210,8 +210,9 @@ def validate(task: Task, rows: list, where: str) -> list[dict]:
             if not has_choices:
                 raise DataError(f"{where}: row {i}: missing field 'A'/'B'/'C'/'D' (or 'choices')")
             ans = str(row["answer"]).strip().upper()
-            if ans not in LETTERS and not ans.isdigit():
-                raise DataError(f"{where}: row {i}: field 'answer' must be one of A, B, C, D, got {ans!r}")
+            if ans not in LETTERS and not (ans.isdigit() and int(ans) < len(LETTERS)):
+                raise DataError(f"{where}: row {i}: field 'answer' must be one of A, B, C, D (or an index 0-3), "
+                                f"got {ans!r}")
         if task.name == "specbench" and not isinstance(row["turns"], list):
             raise DataError(f"{where}: row {i}: field 'turns' must be a list of strings")
         out.append(row)

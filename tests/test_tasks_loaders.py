@@ -233,3 +233,10 @@ def test_jsonl_rows_may_hold_unicode_line_separators(tmp_path):
     f.write_text("".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows), encoding="utf-8")
     assert [r["question"] for r in load_examples("gsm8k", path=f).rows] == ["A\u2028B\x85C", "D"]
     assert read_jsonl(f) == rows
+
+
+def test_mmlu_answer_index_out_of_range_is_a_data_error(tmp_path):
+    f = tmp_path / "m.jsonl"
+    f.write_text(json.dumps({"question": "q", "A": "a", "B": "b", "C": "c", "D": "d", "answer": "4"}) + "\n")
+    with pytest.raises(DataError, match="an index 0-3"):
+        load_examples("mmlu", path=f)
