@@ -92,13 +92,13 @@ def method_of(run_dirs: list[Path], label: str) -> str:
     return json.loads((d / label / "metrics.json").read_text())["method"]
 
 
-def pooled_stats(per_prompt_rows: dict) -> dict:
+def pooled_stats(per_prompt_rows: dict, level: float = 0.95) -> dict:
     """Score (mean, bootstrap CI), acceptance (accepted / drafted; None without drafts), n and drafted tokens of one
     method over its prompts, in eval/frontier.py's metric names."""
     v = per_prompt_rows.values()
     sc = [x[0] for x in v]
     acc, dr = sum(x[1] for x in v), sum(x[2] for x in v)
-    return {"task_score": float(np.mean(sc)), "task_score_ci": list(bootstrap_ci(sc, n_boot=N_BOOT)),
+    return {"task_score": float(np.mean(sc)), "task_score_ci": list(bootstrap_ci(sc, n_boot=N_BOOT, level=level)),
             "acceptance_rate": acc / dr if dr else None, "num_samples": len(sc), "drafted": dr}
 
 
@@ -109,8 +109,8 @@ def pooled_rows(run_dirs: list[Path], stats: dict[str, dict]) -> list[dict]:
             if all((d / lab / "metrics.json").exists() for d in run_dirs)]
 
 
-def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
-    """ref minus other on their shared prompts: mean score difference and acceptance difference with 95% CIs."""
+def paired_difference(ref: dict, other: dict, seed: int = 0, level: float = 0.95) -> dict:
+    """ref minus other on their shared prompts: mean score difference and acceptance difference with CIs."""
     keys = sorted(set(ref) & set(other))
     if not keys:
         raise ValueError("no prompt in common: the two methods ran on different sets")
@@ -124,12 +124,15 @@ def paired_difference(ref: dict, other: dict, seed: int = 0) -> dict:
             return x[..., 1].sum(-1) / x[..., 2].sum(-1)
 
     boot = acc(r[idx]) - acc(o[idx])
-    lo, hi = np.nanquantile(boot, [0.025, 0.975]) if np.isfinite(boot).any() else (np.nan, np.nan)
-    return {"n": len(keys), "score": float(d.mean()), "score_ci": bootstrap_ci(d, n_boot=N_BOOT, seed=seed),
+    q = [(1 - level) / 2, 1 - (1 - level) / 2]
+    lo, hi = np.nanquantile(boot, q) if np.isfinite(boot).any() else (np.nan, np.nan)
+    return {"n": len(keys), "score": float(d.mean()),
+            "score_ci": bootstrap_ci(d, n_boot=N_BOOT, seed=seed, level=level),
             "accept": float(acc(r) - acc(o)), "accept_ci": (float(lo), float(hi))}
 
 
-def above_static_line(data: dict[str, dict], head: str, methods: dict[str, str], seed: int = 0) -> dict | None:
+def above_static_line(data: dict[str, dict], head: str, methods: dict[str, str], seed: int = 0,
+                      level: float = 0.95) -> dict | None:
     """The head's score minus the static line's at the head's acceptance, on the prompts all of them share.
 
     The static line: every static(w) run plus sd (w = 1; `methods` maps labels to method names, so an sd with
@@ -153,23 +156,26 @@ def above_static_line(data: dict[str, dict], head: str, methods: dict[str, str],
 
     rng = np.random.default_rng(seed)
     boot = np.array([gap(rng.integers(0, len(keys), len(keys))) for _ in range(N_BOOT)])
-    lo, hi = np.quantile(boot, [0.025, 0.975])
+    lo, hi = np.quantile(boot, [(1 - level) / 2, 1 - (1 - level) / 2])
     return {"n": len(keys), "points": line, "gap": gap(np.arange(len(keys))), "ci": (float(lo), float(hi))}
 
 
-def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None) -> str:
+def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None, level: float = 0.95) -> str:
     labels = finished_labels(run_dirs)
     if not labels:
         raise SystemExit(f"no finished method (<label>/metrics.json) under {', '.join(map(str, run_dirs))}")
+    if not 0 < level < 1:
+        raise SystemExit(f"--level must be in (0, 1), got {level}")
+    pct = f"{100 * level:g}%"
     check_sets(run_dirs, labels)
     data = {lab: per_prompt(run_dirs, lab) for lab in labels}
-    stats = {lab: pooled_stats(data[lab]) for lab in labels}
+    stats = {lab: pooled_stats(data[lab], level) for lab in labels}
     rows = pooled_rows(run_dirs, stats)
     if plot is not None and rows:
         plot_quality_vs_acceptance(rows, plot, f"pooled over {len(run_dirs)} set(s), n = "
                                    f"{max(m['num_samples'] for m in rows)}: task quality vs acceptance")
     lines = [f"Pooled over {len(run_dirs)} disjoint prompt set(s): {', '.join(map(str, run_dirs))}", "",
-             "| method | n | score | 95% CI | acceptance | drafted |", "|---|---|---|---|---|---|"]
+             f"| method | n | score | {pct} CI | acceptance | drafted |", "|---|---|---|---|---|---|"]
     for lab, st in stats.items():
         (lo, hi), a = st["task_score_ci"], st["acceptance_rate"]
         accept = "-" if a is None else f"{a:.3f}"
@@ -186,16 +192,16 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
     if ref not in data:
         raise SystemExit(f"--ref {ref!r} is not a finished method here; have: {', '.join(labels)}")
     lines += ["", f"Paired differences, {ref} minus each method (the same prompts; {N_BOOT:,} bootstrap resamples of "
-              "prompts):", "", "| method | score diff | 95% CI | acceptance diff | 95% CI |", "|---|---|---|---|---|"]
+              "prompts):", "", f"| method | score diff | {pct} CI | acceptance diff | {pct} CI |", "|---|---|---|---|---|"]
     for lab in labels:
         if lab == ref or not set(data[ref]) & set(data[lab]):
             continue
-        p = paired_difference(data[ref], data[lab])
+        p = paired_difference(data[ref], data[lab], level=level)
         (lo, hi), (alo, ahi) = p["score_ci"], p["accept_ci"]
         lines.append(f"| {lab} (n={p['n']}) | {p['score']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p['accept']:+.3f} | "
                      f"[{alo:+.3f}, {ahi:+.3f}] |")
     methods = {lab: method_of(run_dirs, lab) for lab in labels}
-    line = above_static_line(data, ref, methods) if methods[ref] == "diversed" else None
+    line = above_static_line(data, ref, methods, level=level) if methods[ref] == "diversed" else None
     if line is not None:
         lo, hi = line["ci"]
         lines += ["", f"{ref} minus the static line at its acceptance (the line through {', '.join(line['points'])} "
@@ -210,11 +216,12 @@ def main() -> None:
     ap.add_argument("run_dirs", nargs="+", type=Path)
     ap.add_argument("--ref", default=None, help="the method the others are compared with (default: the first head)")
     ap.add_argument("--plot", type=Path, default=None, help="write the pooled quality-vs-acceptance picture here")
+    ap.add_argument("--level", type=float, default=0.95, help="confidence level of every interval (default 0.95)")
     args = ap.parse_args()
     for d in args.run_dirs:
         if not d.is_dir():
             raise SystemExit(f"not a run directory: {d}")
-    print(report(args.run_dirs, args.ref, args.plot))
+    print(report(args.run_dirs, args.ref, args.plot, args.level))
 
 
 if __name__ == "__main__":

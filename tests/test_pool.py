@@ -62,6 +62,11 @@ def test_report_tables_and_a_bad_reference(two_sets):
     assert "| static(w=0.50) | 2 | 0.000 |" in text
     assert "diversed(λ=3) minus each method" in text and "| sd (n=4) | +0.250 |" in text
     assert "sd minus each method" in report(two_sets, ref="sd")
+    # another confidence level: every interval at that level, and narrower than the 95% ones
+    wide = paired_difference(per_prompt(two_sets, "diversed(λ=3)"), per_prompt(two_sets, "sd"))
+    narrow = paired_difference(per_prompt(two_sets, "diversed(λ=3)"), per_prompt(two_sets, "sd"), level=0.5)
+    assert wide["accept_ci"][0] <= narrow["accept_ci"][0] <= narrow["accept_ci"][1] <= wide["accept_ci"][1]
+    assert "| 50% CI |" in report(two_sets, level=0.5) and "95% CI" not in report(two_sets, level=0.5)
     with pytest.raises(SystemExit, match="not a finished method"):
         report(two_sets, ref="lossy")
 

@@ -46,13 +46,22 @@ for w in 0.7 0.6 0.95; do
   nice -n 2 $PY eval/frontier.py "${EVAL2[@]}" 'frontier.baselines=[]' "frontier.grid=[$w]"
   nice -n 2 $PY eval/frontier.py "${EVAL3[@]}" 'frontier.baselines=[]' "frontier.grid=[$w]"
 done
-# the tables and pictures of docs/results/real_head/gsm8k/ (set 1 with the whole static line, sets 2 and 3, pooled)
+# A fourth disjoint set (a later session, after the pooled result above was reported): data seed 18 is the first
+# after 8 whose rows share none with the training prompts (steps 0-14) or sets 1-3; decoding seed 3. The head first,
+# then sd, w = 0.5, 0.7, 0.6, 0.85 (one process: baselines run before the grid); order fixed before any result.
+EVAL4=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl task.data.seed=18 seed=3
+       eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=2 resume=true
+       out_dir=runs/real/gsm8k_t1_n16_m320_d18s3)
+nice -n 2 $PY eval/frontier.py "${EVAL4[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
+nice -n 2 $PY eval/frontier.py "${EVAL4[@]}" 'frontier.baselines=[sd]' 'frontier.grid=[0.5,0.7,0.6,0.85]'
+# the tables and pictures of docs/results/real_head/gsm8k/ (set 1 with the whole static line, sets 2-4, pooled)
 D=docs/results/real_head/gsm8k
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320] out_dir=$D
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320_d7s1] out_dir=$D/set2
 $PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320_d8s2] out_dir=$D/set3
+$PY eval/frontier.py task=gsm8k frontier.from_dirs=[runs/real/gsm8k_t1_n16_m320_d18s3] out_dir=$D/set4
 $PY eval/pool.py runs/real/gsm8k_t1_n16_m320 runs/real/gsm8k_t1_n16_m320_d7s1 runs/real/gsm8k_t1_n16_m320_d8s2 \
-  --plot $D/pool.png > $D/pool.md
+  runs/real/gsm8k_t1_n16_m320_d18s3 --plot $D/pool.png > $D/pool.md
 $PY train/plot_metrics.py $RUN --out $D/training_curves.png
 # where the head puts its weight (set 1's rows and seed; 898 s): w by the class of the drafted token and TV decile
 nice -n 2 $PY bench/head_report.py model=qwen25coder_15b_05b task=gsm8k data.path=../shared/data/gsm8k/test.jsonl \
