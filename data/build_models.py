@@ -240,9 +240,10 @@ def train_model(
         bar.set_postfix(loss=f"{ema:.3f}", tok_s=f"{tokens / max(1e-9, time.time() - t0):.0f}")
         if (step + 1) % ckpt_every == 0 and step + 1 < tr.steps:
             # temp file + rename: a kill mid-save must not leave a torn checkpoint every later build trips on
+            tmp = ckpt.with_name(ckpt.name + ".tmp")
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
-                        "elapsed": time.time() - t0, "tokens": tokens}, ckpt.with_name(ckpt.name + ".tmp"))
-            os.replace(ckpt.with_name(ckpt.name + ".tmp"), ckpt)
+                        "elapsed": time.time() - t0, "tokens": tokens}, tmp)
+            os.replace(tmp, ckpt)
     bar.close()
     model.eval()
     model.save_pretrained(out / name)

@@ -66,15 +66,11 @@ def all_reduce(x: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     return y.to(x.device)
 
 
-def _all_reduce_sum(x: torch.Tensor) -> torch.Tensor:
-    return all_reduce(x, dist.ReduceOp.SUM)
-
-
 def masked_global_mean_std(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and (population) std of x over the valid entries of every rank's batch."""
     m = mask.to(torch.float64)
     xd = x.to(torch.float64)
-    s = _all_reduce_sum(torch.stack([(xd * m).sum(), (xd * xd * m).sum(), m.sum()]))
+    s = all_reduce(torch.stack([(xd * m).sum(), (xd * xd * m).sum(), m.sum()]))
     n = s[2].clamp_min(1.0)
     mean = s[0] / n
     var = (s[1] / n - mean * mean).clamp_min(0.0)

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from data.tasks import encode_prompt
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
-from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
+from specdec.jsonl import append_jsonl, read_jsonl, settings_diff, truncate_steps
 from specdec.loading import Models
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
@@ -63,8 +63,7 @@ def resume_config_diff(saved: dict, now: dict) -> list[str]:
         return out
 
     a, b = flat(saved), flat(now)
-    return [f"{k}: {a[k]!r} there vs {b[k]!r} now" for k in sorted(a.keys() & b.keys())
-            if a[k] != b[k] and k.split(".")[0] not in RESUME_MAY_CHANGE]
+    return settings_diff(a, {k: b[k] for k in sorted(a.keys() & b.keys()) if k.split(".")[0] not in RESUME_MAY_CHANGE})
 
 
 def batch_indices(step: int, n_examples: int, per_step: int, seed: int) -> list[int]:
@@ -482,9 +481,8 @@ class Trainer:
             rec = self.step(step)
             self.train_seconds += time.perf_counter() - t_step
             if self.world > 1:  # every rank must take the same stop decision: go by the slowest clock
-                t = torch.tensor(self.train_seconds, dtype=torch.float64, device=self.device)
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                self.train_seconds = float(t)
+                self.train_seconds = float(all_reduce(torch.tensor(self.train_seconds, dtype=torch.float64),
+                                                      dist.ReduceOp.MAX))
             rec["train_seconds"] = self.train_seconds
             if self.rank == 0:
                 append_jsonl(self.metrics_path, [rec])
@@ -632,8 +630,6 @@ def per_token_weight(mask: torch.Tensor) -> torch.Tensor:
     """[N, T] 1/T_i on the valid tokens of row i: lambda's acceptance term is a per-trajectory mean."""
     maskf = mask.to(torch.float32)
     return maskf / maskf.sum(1, keepdim=True).clamp_min(1.0)
-
-
 
 
 def _grad_norm(module: torch.nn.Module) -> float | None:
