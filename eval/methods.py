@@ -195,7 +195,7 @@ def head_task(meta: dict) -> str | None:
 
 @register("diversed")
 def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
-    from heads import check_head_tokenizer, load_head
+    from heads import check_head_models, check_head_tokenizer, load_head
 
     path = cfg.get("head_path")
     if not path:
@@ -210,6 +210,7 @@ def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
                            expect={"hidden_q": proposer.hidden_size if kind == "feature" else models.draft.hidden_size,
                                    "hidden_p": target.hidden_size})
     check_head_tokenizer(path, meta, models.tokenizer)
+    check_head_models(path, meta, models.fingerprints(("target", "draft") if kind == "draft" else ("target",)))
     base = None
     tgt = meta.get("target") if isinstance(meta.get("target"), dict) else {}
     if tgt.get("kind") == "contrastive":  # a head trained over pi_CD verifies against pi_CD
@@ -221,6 +222,7 @@ def _diversed(models: Models, cfg: DictConfig) -> MethodSpec:
     if rule.needs_amateur:
         spec.amateur = models.amateur
         spec.params["target_kind"] = "contrastive"
+        check_head_models(path, meta, models.fingerprints(("amateur",)))  # it was trained against this pi_CD
     return spec
 
 
@@ -238,7 +240,7 @@ class ThresholdHead(torch.nn.Module):
 @register("autojudge")
 def _autojudge(models: Models, cfg: DictConfig) -> MethodSpec:
     """AutoJudge (train/autojudge.py): head=PATH of an exported judge; method.threshold overrides its own."""
-    from heads import check_head_tokenizer, load_head
+    from heads import check_head_models, check_head_tokenizer, load_head
 
     path = cfg.get("head_path")
     if not path:
@@ -247,6 +249,7 @@ def _autojudge(models: Models, cfg: DictConfig) -> MethodSpec:
     head, meta = load_head(path, device=target.device,
                            expect={"hidden_q": draft.hidden_size, "hidden_p": target.hidden_size})
     check_head_tokenizer(path, meta, models.tokenizer)
+    check_head_models(path, meta, models.fingerprints(("target", "draft")))
     if meta.get("method") != "autojudge":
         raise ValueError(f"{path} is not an AutoJudge export (config.json method={meta.get('method')!r}); "
                          "use method=diversed for an ensemble head")

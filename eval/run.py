@@ -89,7 +89,7 @@ def cut_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> str:
 # ---------------------------------------------------------------- files
 # Signature keys that run.json files written before they existed do not hold: not checked against those (the
 # resumed run records them from then on).
-SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "reward_opts")
+SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "reward_opts", "model_fingerprints")
 
 
 def _plain(x: Any) -> Any:
@@ -106,7 +106,12 @@ def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
                 f"another directory (hydra.run.dir=...)"
             )
         old = json.loads(run_file.read_text()) if run_file.exists() else {}
-        diff = settings_diff(old, signature, optional=SIGNATURE_ADDED_LATER)
+        # the roles loaded so far depend on what ran before in this process (a sweep's cd loads the amateur):
+        # compare the models both records fingerprint
+        had, has = old.get("model_fingerprints") or {}, signature["model_fingerprints"]
+        diff = settings_diff({**old, "model_fingerprints": {r: had[r] for r in had.keys() & has.keys()}},
+                             {**signature, "model_fingerprints": {r: has[r] for r in had.keys() & has.keys()}},
+                             optional=SIGNATURE_ADDED_LATER)
         if diff:
             shown = "; ".join(diff)
             raise ValueError(f"cannot resume {out_dir}: it was run with different settings ({shown})")
@@ -186,6 +191,8 @@ def run_method(
         "data": data_settings(cfg), "data_label": examples.label, "num_samples": n, "seed": seed,
         "temperature": temperature, "gamma": spec.gamma, "max_new_tokens": max_new, "batch_size": bs,
         "model": models.names(), "head": str(head) if head else None,
+        # the models' weights, not only their paths: a trio rebuilt in place must not be resumed into
+        "model_fingerprints": models.fingerprints(),
         "chat_stop": chat_stop.pattern if chat_stop else None,
         # the head's weights, not only its path: a resumed training run re-exports to the same directory
         "head_sha256": (spec.head_meta or {}).get("weights_sha256") if head else None,

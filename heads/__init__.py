@@ -2,6 +2,7 @@
 
 from heads.export import (
     HeadFormatError,
+    check_head_models,
     check_head_tokenizer,
     export_head,
     git_revision,
@@ -15,6 +16,7 @@ __all__ = [
     "EnsembleHead",
     "HeadConfig",
     "HeadFormatError",
+    "check_head_models",
     "check_head_tokenizer",
     "export_head",
     "git_revision",

@@ -1,8 +1,8 @@
 """Export / load of a trained ensemble head: a directory with `head.safetensors` + `config.json`.
 
 config.json holds the format version, the verification-rule version (specdec.verify.VERIFY_RULE_VERSION, checked
-at load), the architecture (HeadConfig), the two hidden widths, the model pair's names, the tokenizer hash, the
-verification target (ensemble or contrastive), the training config, the git revision and the sha256 of the
+at load), the architecture (HeadConfig), the two hidden widths, the model pair's names and weights fingerprints, the
+tokenizer hash (both checked at load), the verification target (ensemble or contrastive), the training config, the git revision and the sha256 of the
 weights file. No pickle anywhere: weights are safetensors, metadata is JSON.
 """
 
@@ -142,6 +142,18 @@ def check_head_tokenizer(path: str | Path, config: dict, tokenizer: Any) -> None
     if recorded is not None and recorded != here:
         raise HeadFormatError(f"head at {path} was trained with another tokenizer ({recorded}, here {here}); "
                               f"train or pick a head for this model pair")
+
+
+def check_head_models(path: str | Path, config: dict, fingerprints: dict[str, str]) -> None:
+    """A head reads its models' hidden states: refuse models whose weights differ from those it was trained with
+    (specdec.models.weights_fingerprint per role; roles an export does not record are not checked)."""
+    recorded = config.get("model_fingerprints") or {}
+    changed = [f"{role} {recorded[role]} there, {fp} here" for role, fp in fingerprints.items()
+               if recorded.get(role) is not None and recorded[role] != fp]
+    if changed:
+        raise HeadFormatError(f"head at {path} was trained with other model weights ({'; '.join(changed)}; models "
+                              f"{config.get('models')}): the same path may hold a rebuilt or replaced model. Train "
+                              f"or pick a head for these weights")
 
 
 def load_head(

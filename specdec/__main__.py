@@ -73,7 +73,11 @@ def run_identity(sg: SpeculativeGenerator, defaults: dict, batch_size: int) -> d
     return {"method": sg.label, "models": sg.models.names(), "device": str(sg.models.device),
             "dtype": str(sg.models.dtype), "params": sg.spec.params,
             "head_sha256": (sg.spec.head_meta or {}).get("weights_sha256"),
+            "model_fingerprints": sg.models.fingerprints(),  # a model rebuilt at the same path is another model
             "defaults": defaults, "batch_size": batch_size}
+
+
+IDENTITY_ADDED_LATER = ("model_fingerprints",)  # partial files written before it: not compared
 
 
 def line_sha(line: str) -> str:
@@ -95,10 +99,10 @@ def run_file(sg: SpeculativeGenerator, prompts_file: Path, out: Path, defaults: 
             found = json.loads(raw_lines[0]) if raw_lines else header
         except json.JSONDecodeError:
             found = None
-        if found != header:
-            theirs = found.get("resume_identity") if isinstance(found, dict) else None
-            diff = (settings_diff(theirs, header["resume_identity"]) if isinstance(theirs, dict)
-                    else ["no identity record"])
+        theirs = found.get("resume_identity") if isinstance(found, dict) else None
+        diff = (settings_diff(theirs, header["resume_identity"], optional=IDENTITY_ADDED_LATER)
+                if isinstance(theirs, dict) else ["no identity record"])
+        if diff:
             raise ValueError(f"cannot resume {partial}: it was decoded with other settings ({'; '.join(diff)}); "
                              f"rerun with the same settings, or without --resume to start over")
         for raw in raw_lines[1:]:

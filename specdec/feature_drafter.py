@@ -17,7 +17,6 @@ plugs into `specdec.generate` is `specdec.proposers.FeatureDrafter`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from dataclasses import asdict, dataclass
@@ -28,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
+
+from specdec.models import weights_fingerprint
 
 FORMAT_NAME = "specdec-feature-drafter"
 FORMAT_VERSION = 1
@@ -144,14 +145,9 @@ def head_weights(net: DrafterNet, model: nn.Module) -> tuple[torch.Tensor, torch
 
 
 def target_fingerprint(model: nn.Module) -> str:
-    """A cheap identity of the target's weights: sha256 of a strided sample of its input embeddings and LM head,
-    rounded to bfloat16 (so float32 and bfloat16 loads of the same weights agree)."""
-    h = hashlib.sha256()
-    for w in (model.get_input_embeddings().weight, target_head(model)[0]):
-        rows = torch.linspace(0, w.shape[0] - 1, min(w.shape[0], 256)).long().to(w.device)
-        sample = w.detach()[rows][:, :256].to(torch.bfloat16).float().cpu()
-        h.update(sample.numpy().tobytes())
-    return "sha256:" + h.hexdigest()[:16]
+    """A cheap identity of the target's input embeddings and LM head, the weights a drafter reuses (see
+    specdec.models.weights_fingerprint)."""
+    return weights_fingerprint(model, [model.get_input_embeddings().weight, target_head(model)[0]])
 
 
 def target_identity(model: nn.Module, name: str, tokenizer: Any = None) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.models import LM, check_tokenizers_match, load_model
+from specdec.models import LM, check_tokenizers_match, load_model, weights_fingerprint
 
 ROLES = ("target", "draft", "amateur")
 
@@ -30,6 +30,7 @@ class Models:
         self.dtype = self.cfg.get("dtype", "float32") or "float32"
         self._lms: dict[str, LM] = {}
         self._tok = None
+        self._fingerprints: dict[str, str] = {}
 
     @functools.cached_property
     def root(self) -> Path | None:
@@ -66,6 +67,16 @@ class Models:
                 check_tokenizers_match({"target": self._tok, role: tok})
             self._lms[role] = LM(model, name=role)
         return self._lms[role]
+
+    def fingerprints(self, roles: tuple[str, ...] | None = None) -> dict[str, str]:
+        """specdec.models.weights_fingerprint of each role (default: the roles loaded so far; others are loaded
+        first): the identity exports and run files record, since a path alone does not tell a rebuilt or replaced
+        model from the old one."""
+        roles = tuple(r for r in ROLES if r in self._lms) if roles is None else roles
+        for role in roles:
+            if role not in self._fingerprints:
+                self._fingerprints[role] = weights_fingerprint(self.lm(role).model)
+        return {role: self._fingerprints[role] for role in roles}
 
     def _load_tokenizer(self, fallback):
         tdir = self.cfg.get("tokenizer") or (self.root / "tokenizer" if self.root is not None else None)

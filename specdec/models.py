@@ -9,6 +9,7 @@ cache surgery. Trailing slots that are holes in every row are cropped, so batch 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -307,6 +308,24 @@ class LM:
         if tokens.shape[1]:
             return self.feed(tokens, valid, last_logits_only=True)[1]
         return None
+
+
+def weights_fingerprint(model: torch.nn.Module, tensors: list[torch.Tensor] | None = None) -> str:
+    """A cheap identity of a model's weights: sha256 of a strided sample (up to 256 rows x 256 columns, or 256
+    elements) of each parameter, rounded to bfloat16 so that float32 and bfloat16 loads of the same weights agree.
+    `tensors`: hash only these (default: every parameter, in named order). Recorded by exports and run files and
+    checked at load and resume, so that a model rebuilt or replaced at the same path is not taken for the old one."""
+    h = hashlib.sha256()
+    for w in tensors if tensors is not None else [p for _, p in model.named_parameters()]:
+        w = w.detach()
+        if w.dim() == 2:
+            rows = torch.linspace(0, w.shape[0] - 1, min(w.shape[0], 256)).long().to(w.device)
+            sample = w[rows][:, :256]
+        else:
+            flat = w.reshape(-1)
+            sample = flat[torch.linspace(0, flat.numel() - 1, min(flat.numel(), 256)).long().to(w.device)]
+        h.update(sample.to(torch.bfloat16).float().cpu().numpy().tobytes())
+    return "sha256:" + h.hexdigest()[:16]
 
 
 def pad_left(sequences: list[list[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

@@ -200,6 +200,16 @@ def test_killed_run_resumes_without_recomputing(models, tmp_path):
     other.method.max_ngram = 7  # a method setting the label does not show
     with pytest.raises(ValueError, match="method_config"):
         run_method(other, spec, models, TASK, ex, tmp_path)
+    # the same model paths holding other weights (a trio rebuilt in place): refused by the weights' fingerprints
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert {r: saved["model_fingerprints"][r] for r in ("target", "draft")} == models.fingerprints(("target", "draft"))
+    rebuilt = {**saved, "model_fingerprints": {**saved["model_fingerprints"], "draft": "sha256:0123456789abcdef"}}
+    (tmp_path / "run.json").write_text(json.dumps(rebuilt))
+    again = _cfg("sd")
+    again.eval.batch_size, again.resume = 2, True
+    with pytest.raises(ValueError, match=r"cannot resume .*\(model_fingerprints: "):
+        run_method(again, spec, models, TASK, ex, tmp_path)
+    (tmp_path / "run.json").write_text(json.dumps(saved))
     # a run.json written before the later signature keys existed resumes (they are recorded from then on)
     old_run = json.loads((tmp_path / "run.json").read_text())
     (tmp_path / "run.json").write_text(json.dumps({k: v for k, v in old_run.items()
@@ -314,6 +324,48 @@ def test_a_head_trained_with_another_tokenizer_is_refused(models, head_dir, tmp_
         build_method("diversed", models, _cfg("diversed", head_path=str(other)))
     (other / "config.json").write_text(json.dumps({**config, "tokenizer_hash": tokenizer_hash(models.tokenizer)}))
     assert build_method("diversed", models, _cfg("diversed", head_path=str(other))).label == "diversed(λ=0.1)"
+
+
+def test_a_head_trained_with_other_model_weights_is_refused(micro_trio, head_dir, tmp_path):
+    """Same paths, tokenizer and widths, other weights (a trio rebuilt in place): refused per role, by the
+    recorded weights fingerprints; the head is accepted again once the models are the ones it recorded."""
+    from safetensors.torch import load_file, save_file
+
+    from heads import HeadFormatError
+
+    trio = tmp_path / "trio"
+    shutil.copytree(micro_trio, trio)
+    head = tmp_path / "head"
+    shutil.copytree(head_dir, head)
+    config = json.loads((head / "config.json").read_text())
+    recorded = Models({"dir": str(trio)}).fingerprints(("target", "draft"))
+    (head / "config.json").write_text(json.dumps({**config, "model_fingerprints": recorded}))
+    assert build_method("diversed", Models({"dir": str(trio)}), _cfg("diversed", head_path=str(head)))
+
+    weights = next((trio / "draft").glob("*.safetensors"))
+    state = load_file(weights)
+    save_file({k: v + 0.01 for k, v in state.items()}, str(weights))  # retrained in place, say
+    rebuilt = Models({"dir": str(trio)})
+    assert rebuilt.fingerprints(("target",)) == {"target": recorded["target"]}
+    assert rebuilt.fingerprints(("draft",))["draft"] != recorded["draft"]
+    with pytest.raises(HeadFormatError, match=r"other model weights \(draft sha256:"):
+        build_method("diversed", rebuilt, _cfg("diversed", head_path=str(head)))
+
+
+def test_weights_fingerprint_ignores_the_load_dtype_and_sees_every_layer(models):
+    """float32 and bfloat16 copies of the same weights agree; a change confined to one inner layer is seen."""
+    import copy
+
+    from specdec.models import weights_fingerprint
+
+    model = models.target.model
+    fp = weights_fingerprint(model)
+    assert weights_fingerprint(copy.deepcopy(model).to(torch.bfloat16)) == fp
+    changed = copy.deepcopy(model)
+    inner = [p for name, p in changed.named_parameters() if "layers.0." in name and p.dim() == 2][0]
+    with torch.no_grad():
+        inner.mul_(1.5)
+    assert weights_fingerprint(changed) != fp
 
 
 def test_hydra_config_static_sweep_end_to_end(micro_trio, tmp_path):

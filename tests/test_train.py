@@ -78,6 +78,9 @@ def test_smoke_gsm8k_exports_a_loadable_head(gsm8k_run, micro_trio):
               "tokenizer_hash": tokenizer_hash(tok)}
     head, cfg = load_head(run_dir / "head", expect=expect)
     assert cfg["training"]["lambda"] == 0.1 and cfg["data"] == "synthetic" and cfg["target"]["kind"] == "ensemble"
+    from specdec.loading import Models
+
+    assert cfg["model_fingerprints"] == Models({"dir": str(micro_trio)}).fingerprints(("target", "draft"))
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["head"] == str(run_dir / "head") and summary["steps"] == 3
 
@@ -93,7 +96,8 @@ def test_exporting_the_last_checkpoint_reproduces_the_trainers_export(gsm8k_run,
     final, want = load_head(run_dir / "head")
     for k, v in final.state_dict().items():
         assert torch.equal(head.state_dict()[k], v), k
-    for key in ("tokenizer_hash", "hidden_q", "hidden_p", "lambda", "lambda_meaning", "advantage", "target", "data"):
+    for key in ("tokenizer_hash", "hidden_q", "hidden_p", "lambda", "lambda_meaning", "advantage", "target", "data",
+                "model_fingerprints"):
         assert cfg[key] == want[key], key
     assert cfg["checkpoint"]["step"] == 3
 
@@ -157,6 +161,32 @@ def test_resume_under_other_settings_is_refused_and_touches_nothing(resumed_run,
     saved = {"lambda": 0.1, "train": {"steps": 3}, "rollout": {"gamma": 4}, "old_key": 1}
     assert resume_config_diff(saved, {"lambda": 0.1, "train": {"steps": 9}, "rollout": {"gamma": 4}, "new": 2}) == []
     assert resume_config_diff(saved, {"rollout": {"gamma": 2}}) == ["rollout.gamma: 4 there vs 2 now"]
+
+
+def test_resume_with_other_model_weights_at_the_same_path_is_refused(resumed_run, micro_trio, tmp_path):
+    """A trio rebuilt in place keeps its paths (and so the run's settings) but not its weights: the checkpoint's
+    weights fingerprints refuse the resume, and nothing in the run is touched."""
+    from omegaconf import OmegaConf
+    from safetensors.torch import save_file
+
+    trio, run_dir = tmp_path / "trio", tmp_path / "run"
+    shutil.copytree(micro_trio, trio)
+    shutil.copytree(resumed_run, run_dir)
+    saved = OmegaConf.load(run_dir / "train_config.yaml")
+    saved.model.dir = str(trio)  # the run was trained on this trio, at this path
+    OmegaConf.save(saved, run_dir / "train_config.yaml")
+    weights = next((trio / "draft").glob("*.safetensors"))
+    save_file({k: v * 1.01 for k, v in load_file(weights).items()}, str(weights))  # rebuilt in place
+    def files() -> dict:  # the run's own files (Hydra rewrites its .hydra/ record at every launch)
+        return {f: f.read_bytes() for f in run_dir.rglob("*") if f.is_file() and ".hydra" not in f.parts}
+
+    before = files()
+    p = run(smoke_args(trio, run_dir, "resume=true"))
+    assert p.returncode != 0
+    err = p.stdout + p.stderr
+    line = next(x for x in err.splitlines() if "ValueError: cannot resume from" in x)
+    assert "draft: sha256:" in line and "target: sha256:" not in line  # only the rebuilt model is named
+    assert files() == before
 
 
 def test_kill_and_resume_equals_an_uninterrupted_run(gsm8k_run, resumed_run):

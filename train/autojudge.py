@@ -229,7 +229,8 @@ def main(cfg: DictConfig) -> None:
     meta = {
         "method": "autojudge", "threshold": report["threshold"], "autojudge": report,
         "models": {k: Path(v).name if Path(v).exists() else v for k, v in models.names().items()},
-        "tokenizer_hash": tokenizer_hash(tok), "target": {"kind": "ensemble"}, "task": cfg.task.name,
+        "tokenizer_hash": tokenizer_hash(tok), "model_fingerprints": models.fingerprints(("target", "draft")),
+        "target": {"kind": "ensemble"}, "task": cfg.task.name,
         "data": ex.label, "training": OmegaConf.to_container(cfg, resolve=True),
     }
     export = run_dir / "head"

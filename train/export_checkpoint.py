@@ -54,7 +54,8 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
                              n=cfg.data.n_train, seed=cfg.seed, holdout=cfg.data.get("holdout")).label
     except Exception:  # noqa: BLE001 - any loading failure only costs the label's detail
         data = str(cfg.data.source)
-    meta = export_meta(cfg, models, data, metrics, checkpoint={"path": str(ckpt), "step": step})
+    meta = export_meta(cfg, models, data, metrics, fingerprints=state.get("model_fingerprints") or {},
+                       checkpoint={"path": str(ckpt), "step": step})
     return export_head(head, out, meta)
 
 

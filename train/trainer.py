@@ -197,6 +197,13 @@ class Trainer:
                                  f"train_config.yaml: {'; '.join(changed)}. Resume with the same settings (only "
                                  f"{', '.join(RESUME_MAY_CHANGE)} may change), or train into a new run directory")
         state = ckpt.load_checkpoint(self.engine, path)
+        saved_fp = state.get("model_fingerprints") or {}  # checkpoints from before they were recorded: unchecked
+        now_fp = self.models.fingerprints(tuple(saved_fp))
+        changed = [f"{r}: {saved_fp[r]} there, {now_fp[r]} here" for r in saved_fp if saved_fp[r] != now_fp[r]]
+        if changed:
+            raise ValueError(f"cannot resume from {path}: the model weights differ from those it was trained with "
+                             f"({'; '.join(changed)}), though the paths may be the same (a rebuilt trio?). Train "
+                             f"into a new run directory")
         self.start_step = int(state["step"])
         self.baseline = state.get("baseline")
         self.decoded_tokens = int(state.get("decoded_tokens", 0))
@@ -497,7 +504,8 @@ class Trainer:
             out_of_time = bool(max_s) and self.train_seconds >= max_s
             if (every > 0 and (step + 1) % every == 0) or step + 1 == steps or spent or out_of_time:
                 state = {"step": step + 1, "baseline": self.baseline, "ref_head": self.ref_head.state_dict(),
-                         "decoded_tokens": self.decoded_tokens, "train_seconds": self.train_seconds}
+                         "decoded_tokens": self.decoded_tokens, "train_seconds": self.train_seconds,
+                         "model_fingerprints": self.models.fingerprints()}
                 if self.critic is not None:
                     state["critic"] = self.critic.state_dict()
                 ckpt.save_checkpoint(self.engine, self.ckpt_root, step + 1, state, keep=int(cfg.checkpoint.keep))
@@ -540,13 +548,16 @@ class Trainer:
             self.wandb = None
 
 
-def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict, **extra: Any) -> dict:
+def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict,
+                fingerprints: dict | None = None, **extra: Any) -> dict:
     """config.json metadata of an exported head (train/run.py and train/export_checkpoint.py): the models and
     their tokenizer's hash (checked at load), the verification target, λ and its meaning, the advantage estimator,
     the whole training config."""
     return {
         "models": {k: Path(v).name if Path(v).exists() else v for k, v in models.names().items()},
         "tokenizer_hash": tokenizer_hash(models.tokenizer_only()),
+        # checked at load (heads.check_head_models); export_checkpoint passes the checkpoint's own
+        "model_fingerprints": models.fingerprints() if fingerprints is None else fingerprints,
         "target": OmegaConf.to_container(cfg.target, resolve=True),
         "lambda": float(cfg["lambda"]),
         "lambda_meaning": "per token: objective E[R + lambda * (1/T) sum_t (1 - w_t TV(p_t, q_t))]",
