@@ -189,6 +189,27 @@ def test_resume_with_other_model_weights_at_the_same_path_is_refused(resumed_run
     assert files() == before
 
 
+def test_resume_from_an_earlier_step_replays_it_and_sets_the_old_later_checkpoints_aside(gsm8k_run, micro_trio,
+                                                                                       tmp_path):
+    """resume_from=step 2 of a 3-step run: step 3 runs again (deterministically, the same weights) and the old
+    step-3 checkpoint is kept under checkpoints/abandoned/, not pruned or mixed with the new one."""
+    full, _ = gsm8k_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(full, run_dir)
+    ckpts = run_dir / "checkpoints"
+    old3 = {f.relative_to(ckpts / "step000003"): f.read_bytes() for f in (ckpts / "step000003").rglob("*")
+            if f.is_file()}
+    p = run(smoke_args(micro_trio, run_dir, f"resume_from={ckpts / 'step000002'}"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"moved to {ckpts / 'abandoned' / 'step000003'}" in p.stdout
+    kept = ckpts / "abandoned" / "step000003"
+    assert {f.relative_to(kept): f.read_bytes() for f in kept.rglob("*") if f.is_file()} == old3
+    assert (ckpts / "latest").read_text().strip() == "step000003"
+    assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3]
+    wa, wb = load_file(full / "head" / "head.safetensors"), load_file(run_dir / "head" / "head.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
 def test_kill_and_resume_equals_an_uninterrupted_run(gsm8k_run, resumed_run):
     full, _ = gsm8k_run
     a, b = metrics(full), metrics(resumed_run)

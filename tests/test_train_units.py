@@ -84,3 +84,34 @@ def test_resume_truncation_drops_rerun_steps_and_a_line_cut_mid_write(tmp_path):
     append_jsonl(path, [{"step": 3, "loss": 0.25}])
     assert [r["step"] for r in map(json.loads, path.read_text().splitlines())] == [1, 2, 3]
     assert read_jsonl(tmp_path / "absent.jsonl") == []
+
+
+def test_resuming_from_an_earlier_step_sets_the_later_checkpoints_aside(tmp_path):
+    """The replaced trajectory's checkpoints move to abandoned/ (never pruned, never `latest`); nothing is
+    deleted, and a second set-aside of the same tag keeps both."""
+    import json
+
+    from train.checkpoint import LATEST, MANIFEST, list_checkpoints, set_aside_later, tag_for
+
+    def make(step: int, text: str) -> None:
+        d = tmp_path / tag_for(step)
+        d.mkdir()
+        (d / MANIFEST).write_text(json.dumps({"step": step, "files": {}}))
+        (d / "states.pt").write_text(text)
+
+    for s in (1, 2, 3, 4):
+        make(s, f"old {s}")
+    (tmp_path / LATEST).write_text(tag_for(4))
+    moved = set_aside_later(tmp_path, 2)
+    assert [m.relative_to(tmp_path).as_posix() for m in moved] == ["abandoned/step000003", "abandoned/step000004"]
+    assert list_checkpoints(tmp_path) == ["step000001", "step000002"]
+    assert (tmp_path / LATEST).read_text() == "step000002"
+    assert (tmp_path / "abandoned" / "step000004" / "states.pt").read_text() == "old 4"
+    make(3, "new 3")
+    assert set_aside_later(tmp_path, 3) == []  # nothing after step 3 any more
+    set_aside_later(tmp_path, 1)
+    assert (tmp_path / "abandoned" / "step000003.1" / "states.pt").read_text() == "new 3"
+    assert (tmp_path / "abandoned" / "step000003" / "states.pt").read_text() == "old 3"
+    assert list_checkpoints(tmp_path) == ["step000001"]
+    set_aside_later(tmp_path, 0)
+    assert list_checkpoints(tmp_path) == [] and not (tmp_path / LATEST).exists()

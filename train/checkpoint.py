@@ -4,6 +4,8 @@ Layout under <run_dir>/checkpoints/:
     step000004/        one DeepSpeed checkpoint (model + optimizer states of every rank, client state)
         MANIFEST.json  sha256 and size of every file, written last
     latest             the tag of the newest complete checkpoint (replaced atomically)
+    abandoned/         checkpoints after the step a run was resumed from (resume_from=an earlier step): the
+                       trajectory the resumed run replaces, kept aside, never pruned
 
 A save goes to a hidden `.tmp-stepN` tag first; only when every rank has written its files does rank 0 write the
 manifest, rename the directory into place and replace `latest`. A crash mid-save leaves the previous checkpoint
@@ -96,6 +98,30 @@ def save_checkpoint(engine: Any, root: str | Path, step: int, client_state: dict
                 shutil.rmtree(root / old_tag, ignore_errors=True)
     _barrier()
     return final
+
+
+def set_aside_later(root: str | Path, step: int) -> list[Path]:
+    """Move the checkpoints after `step` (a run resumed from an earlier step replaces their trajectory) into
+    root/abandoned/, where pruning and `latest` never reach them: nothing is deleted, and the run's own
+    checkpoints are never mixed with the old trajectory's. Rank 0 only. Returns where they went."""
+    root = Path(root)
+    moved = []
+    for tag in list_checkpoints(root):
+        if int(tag.removeprefix("step")) > step:
+            dest = root / "abandoned" / tag
+            n = 1
+            while dest.exists():  # set aside twice (two resumes from earlier steps): keep both
+                dest, n = root / "abandoned" / f"{tag}.{n}", n + 1
+            dest.parent.mkdir(exist_ok=True)
+            os.replace(root / tag, dest)
+            moved.append(dest)
+    if moved:
+        left = list_checkpoints(root)
+        if left:
+            _write_atomic(root / LATEST, left[-1])
+        else:
+            (root / LATEST).unlink(missing_ok=True)
+    return moved
 
 
 def verify_checkpoint(ckpt: str | Path) -> None:

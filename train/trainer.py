@@ -205,6 +205,10 @@ class Trainer:
                              f"({'; '.join(changed)}), though the paths may be the same (a rebuilt trio?). Train "
                              f"into a new run directory")
         self.start_step = int(state["step"])
+        if self.rank == 0:
+            for moved in ckpt.set_aside_later(self.ckpt_root, self.start_step):
+                print(f"[train] {moved.name}: after the resumed step, from the trajectory this run replaces; "
+                      f"moved to {moved}")
         self.baseline = state.get("baseline")
         self.decoded_tokens = int(state.get("decoded_tokens", 0))
         self.train_seconds = float(state.get("train_seconds", 0.0))
