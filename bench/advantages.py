@@ -5,7 +5,9 @@
 
 Each variant trains `train/run.py` until it has decoded `--budget` tokens (rollouts and fork continuations
 counted alike: train.max_decoded_tokens), then its exported head is evaluated with `eval/run.py method=diversed`
-on held-out prompts (eval seed != training seed). Both stages resume: re-running continues unfinished runs.
+on held-out prompts (the task's test split, disjoint from the train split the head learns on; for a data file,
+pass data.holdout through --train-extra and --eval-extra; the eval seed sets the decoding). Both stages resume:
+re-running continues unfinished runs.
 Prints one markdown table (variant, steps, decoded tokens, train wall time, held-out acceptance, task score with
 its 95% CI, mean w) and writes it with the raw figures to <out>/advantages.{md,json}.
 """

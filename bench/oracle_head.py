@@ -165,7 +165,7 @@ def main() -> None:
         for fam in ("static", "oracle"):
             best = gain_within(rows, sd, fam)
             if best is not None:
-                lines.append(f"- {fam}: +{best['acceptance_rate'] - sd['acceptance_rate']:.3f} acceptance over sd "
+                lines.append(f"- {fam}: {best['acceptance_rate'] - sd['acceptance_rate']:+.3f} acceptance over sd "
                              f"within 2 points of sd's accuracy ({best['label']}: {best['task_score']:.3f} vs "
                              f"{sd['task_score']:.3f})")
             else:

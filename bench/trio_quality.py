@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from data.build_models import MODEL_NAMES, ensure_embedded  # noqa: E402
 from data.synthetic import generate as synth  # noqa: E402
 from data.tasks import get_task  # noqa: E402
+from eval.run import cut_at_stop  # noqa: E402
 from rewards import score  # noqa: E402
 from specdec.generate import generate  # noqa: E402
 from specdec.models import LM, load_model  # noqa: E402
@@ -46,8 +47,11 @@ def task_prompts(task: str, n: int, seed: int, tok) -> tuple[list[list[int]], li
     return [tok(t.format_prompt(ex)).input_ids for ex in rows], [t.reference(ex) for ex in rows], rows
 
 
-def decode(tok, seqs: list[list[int]]) -> list[str]:
-    return [tok.decode([x for x in s if x != tok.eos_token_id], skip_special_tokens=True) for s in seqs]
+def decode(tok, seqs: list[list[int]], task: str) -> list[str]:
+    """Completions as eval/run.py scores them: decoded, then cut at the task's stop strings (a run-on into an
+    invented next question must not be scored on that question's answer)."""
+    return [cut_at_stop(tok.decode([x for x in s if x != tok.eos_token_id], skip_special_tokens=True),
+                        get_task(task).stop) for s in seqs]
 
 
 def greedy_accuracy(model, tok, task: str, n: int, seed: int, batch: int = 50) -> tuple[float, list[str]]:
@@ -56,7 +60,7 @@ def greedy_accuracy(model, tok, task: str, n: int, seed: int, batch: int = 50) -
     for i in range(0, n, batch):
         out = generate(lm, None, prompts[i : i + batch], gamma=0, temperature=0.0,
                        max_new_tokens=get_task(task).max_new_tokens, eos_token_id=tok.eos_token_id)
-        texts += decode(tok, out.tokens)
+        texts += decode(tok, out.tokens, task)
     return score(task, texts, refs).mean, texts
 
 

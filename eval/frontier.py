@@ -175,14 +175,18 @@ def closing_rows(rows: list[dict]) -> list[dict]:
     refs = [(h["task_score"], h["label"]) for h in heads if h.get("task_score") is not None]
     if not refs and "sd" in by and by["sd"].get("task_score") is not None:
         refs = [(by["sd"]["task_score"], "sd")]
-    chosen: dict[str, tuple[dict, list[str]]] = {}  # one row per static point, naming every reference it matches
+    chosen: dict[str, tuple[dict, list[str], list[str]]] = {}  # one row per static point: whom it matches or not
     for score, who in refs or [(None, "")]:
         b = best_static(rows, score)
         if b is not None:
-            chosen.setdefault(b["label"], (b, []))[1].append(who)
-    for b, whos in chosen.values():
-        whos = [w for w in whos if w]
-        out.append({**b, "label": f"{b['label']} (best ≥ {', '.join(whos)} score)" if whos else b["label"]})
+            entry = chosen.setdefault(b["label"], (b, [], []))
+            # best_static falls back to the highest-scoring point when none scores as well: say so
+            reaches = score is None or (b.get("task_score") is not None and b["task_score"] >= score - 1e-12)
+            (entry[1] if reaches else entry[2]).append(who)
+    for b, reached, missed in chosen.values():
+        notes = ([f"best ≥ {', '.join(w for w in reached if w)} score"] if any(reached) else []) + \
+                ([f"highest-scoring static; none ≥ {', '.join(missed)} score"] if missed else [])
+        out.append({**b, "label": f"{b['label']} ({'; '.join(notes)})" if notes else b["label"]})
     out += [m for k, m in by.items() if k not in ("ar_target", "ar_draft", "sd")]
     return out + heads
 

@@ -13,14 +13,17 @@ import re
 from collections.abc import Sequence
 
 # "-$1,234.50", "$-5", "1,000", "3." (as 3). Never part of a longer token: ".5" is not read as 5 (GSM8K answers
-# have a leading digit), "1,5" not as 15 (commas only as thousands groups), "5-10" not as -10.
-NUMBER = re.compile(r"(?<![\d.])(-)?\$?(-)?(?<![\d.])((?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+)(?:\.\d+)?)")
+# have a leading digit), "1,5" or "1,00" neither as 15 nor as 1 nor as 5 (commas only as whole thousands groups),
+# "5-10" not as -10. A sign spaced from its number ("- 5") is not read as one: it cannot be told from a minus.
+NUMBER = re.compile(r"(?<![\d.])(?<!\d,)(-)?\$?(-)?(?<![\d.])(?<!\d,)"
+                    r"((?:\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?!\d|,\d))(?:\.\d+)?)")
+MINUS_SIGNS = str.maketrans({"\u2212": "-", "\u2013": "-"})  # Unicode minus and en dash, as models write them
 FINAL_ANSWER = re.compile(r"final answer(?:\s+is)?\s*[:：]?", re.I)
 
 
 def normalize_number(text: str) -> str | None:
     """Canonical string of the first number in text ('-1,234.50' -> '-1234.5'), or None."""
-    m = NUMBER.search(text)
+    m = NUMBER.search(text.translate(MINUS_SIGNS))
     return None if m is None else _canonical(m)
 
 
@@ -35,6 +38,7 @@ def _canonical(m: re.Match) -> str:
 
 def extract_answer(completion: str) -> tuple[str | None, str | None]:
     """(canonical number, method) where method is '####', 'final_answer' or 'last_number'; (None, None) if none."""
+    completion = completion.translate(MINUS_SIGNS)
     if "####" in completion:
         found = normalize_number(completion.rsplit("####", 1)[1].lstrip(" \t").split("\n", 1)[0])
         if found is not None:

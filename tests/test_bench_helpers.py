@@ -31,3 +31,15 @@ def test_model_config_paths_of_the_real_pair():
                      "amateur": "artifacts/models/qwen25coder_05b"}
     with pytest.raises(SystemExit, match="no model config"):
         config_paths("no_such_model")
+
+
+def test_trio_quality_cuts_completions_at_the_task_stop_as_evaluation_does(micro_trio):
+    """A greedy completion that runs on into an invented next question is scored on its own answer only."""
+    from bench.trio_quality import decode
+    from rewards import score
+
+    _, tok = load_model(micro_trio / "target")
+    text = "3 + 4 = 7.\n#### 7\nQuestion: Ben has 2 pens and buys 3.\nAnswer: 2 + 3 = 5.\n#### 5"
+    ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert decode(tok, [ids], "gsm8k") == ["3 + 4 = 7.\n#### 7"]
+    assert score("gsm8k", decode(tok, [ids], "gsm8k"), ["#### 7"]).mean == 1.0

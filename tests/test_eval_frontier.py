@@ -57,6 +57,13 @@ def test_best_static_at_equal_accuracy():
     assert sel == ["ar_target", "sd", "static(w=0.75) (best ≥ diversed(λ=0.1) score)",
                    "static(w=1.00) (best ≥ diversed(λ=0.02) score)", "lossy(l=0.5)", "autojudge",
                    "diversed(λ=0.1)", "diversed(λ=0.02)"]
+    # a head above every static point: the fallback (the highest-scoring static) is not labelled as reaching it
+    rows.append(_m("diversed", "diversed(λ=1)", 0.65, 0.9, 0.5, head_lambda=1.0))
+    sel = [m["label"] for m in closing_rows(rows)]
+    assert "static(w=1.00) (best ≥ diversed(λ=0.02) score; highest-scoring static; none ≥ diversed(λ=1) score)" \
+        in sel
+    no_heads = [m for m in _rows() if m["method"] != "diversed" and m["label"] != "static(w=1.00)"]
+    assert "static(w=0.75) (highest-scoring static; none ≥ sd score)" in [m["label"] for m in closing_rows(no_heads)]
 
 
 def test_head_comparison_against_the_bars():

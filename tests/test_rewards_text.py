@@ -34,7 +34,12 @@ def shared_data(shared_dir):
         ("no number here", None, None),
         # never a piece of a longer token: a bare decimal, a comma that is not a thousands group, a range
         ("#### .5", None, None),
-        ("#### 1,5", "1", "####"),
+        ("#### 1,5", None, None),  # neither 15 nor 1 nor 5
+        ("#### 1,00", None, None),
+        ("#### 12,5 apples", None, None),
+        ("#### 1,000,5", None, None),
+        ("#### −5", "-5", "####"),  # the Unicode minus sign
+        ("#### – 5", "5", "####"),  # a sign spaced from its number is not read as one (a minus in "3 - 5")
         ("It takes 5-10 minutes", "10", "last_number"),
         ("#### 007.50", "7.5", "####"),
         # exact at any length (a Decimal context rounds at 28 digits)
@@ -48,9 +53,9 @@ def test_gsm8k_extraction_order_and_normalisation(completion, expected, method):
 def test_gsm8k_scores():
     res = score("gsm8k", ["... #### 1,000", "#### 999", "Final Answer: $1000.00", ""], ["1000"] * 4)
     assert res.scores == [1.0, 0.0, 1.0, 0.0]
-    wrong = score("gsm8k", ["#### .5", "#### 1,5", "#### 12345678901234567890123456789999"],
-                  ["5", "15", "12345678901234567890123456789000"])
-    assert wrong.scores == [0.0, 0.0, 0.0]
+    wrong = score("gsm8k", ["#### .5", "#### 1,5", "#### 1,5", "#### 12345678901234567890123456789999", "#### −5"],
+                  ["5", "15", "1", "12345678901234567890123456789000", "5"])
+    assert wrong.scores == [0.0] * 5
     assert res.details[0] == {"extracted": "1000", "method": "####", "reference": "1000"}
     with pytest.raises(ValueError, match="completions but"):
         score("gsm8k", ["#### 1"], ["1", "2"])
