@@ -144,12 +144,6 @@ def head_weights(net: DrafterNet, model: nn.Module) -> tuple[torch.Tensor, torch
     return w, b
 
 
-def target_fingerprint(model: nn.Module) -> str:
-    """A cheap identity of the target's input embeddings and LM head, the weights a drafter reuses (see
-    specdec.models.weights_fingerprint)."""
-    return weights_fingerprint(model, [model.get_input_embeddings().weight, target_head(model)[0]])
-
-
 def target_identity(model: nn.Module, name: str, tokenizer: Any = None) -> dict:
     """What a drafter is trained for, recorded in its export and checked at load."""
     from heads.export import tokenizer_hash
@@ -161,7 +155,7 @@ def target_identity(model: nn.Module, name: str, tokenizer: Any = None) -> dict:
         "vocab_size": int(target_head(model)[0].shape[0]),
         "num_layers": int(getattr(cfg, "num_hidden_layers", 0) or 0),
         "model_type": str(getattr(cfg, "model_type", "")),
-        "fingerprint": target_fingerprint(model),
+        "fingerprint": weights_fingerprint(model),  # every layer: the drafter reads its hidden states
         "tokenizer_hash": tokenizer_hash(tokenizer) if tokenizer is not None else None,
     }
 

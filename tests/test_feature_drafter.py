@@ -78,6 +78,41 @@ def test_training_reduces_loss_and_resumes_exactly(micro_trio, drafter_run, tmp_
     assert config["target"]["hidden_size"] == 32 and config["target"]["tokenizer_hash"].startswith("sha256:")
 
 
+def test_resume_refuses_other_settings_or_target_weights_and_a_fresh_run_sets_old_checkpoints_aside(
+        micro_trio, tmp_path):
+    """A resumed drafter run continues only the recipe it started with, on the same target weights; a fresh run in
+    an old run directory keeps (moves aside) the old run's checkpoints instead of pruning its own."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    run = tmp_path / "run"
+    _train(micro_trio, run, "train.steps=8", "stop_at_step=5")  # checkpoint at step 4
+    with pytest.raises(ValueError, match=r"train.lr: 0.003 there vs 0.1 now"):
+        _train(micro_trio, run, "train.steps=8", "resume=true", "train.lr=0.1")
+    # samples.json drawn under other sampling settings is never silently reused, resumed or not
+    with pytest.raises(ValueError, match="samples.json holds target samples drawn under other settings"):
+        _train(micro_trio, run, "train.steps=8", "samples.temperature=0.5")
+    # the same trio path with other target weights
+    trio = tmp_path / "trio"
+    shutil.copytree(micro_trio, trio)
+    moved_run = tmp_path / "run_trio"
+    _train(trio, moved_run, "train.steps=8", "stop_at_step=5")
+    weights = trio / "target" / "model.safetensors"
+    save_file({k: v * 1.01 for k, v in load_file(str(weights)).items()}, str(weights))
+    with pytest.raises(ValueError, match="other settings|other target weights"):
+        _train(trio, moved_run, "train.steps=8", "resume=true")
+    (moved_run / "samples.json").unlink()  # fresh samples from the new target, then the checkpoint's check
+    with pytest.raises(ValueError, match="trained against other target weights"):
+        _train(trio, moved_run, "train.steps=8", "resume=true")
+    # a fresh run (resume=false) in the first run's directory, stopped before that run's step 4: nothing pruned
+    _train(micro_trio, run, "train.steps=8", "stop_at_step=2", "checkpoint.every=1")
+    ck = run / "checkpoints"
+    assert (ck / "abandoned" / "step000004" / "drafter.safetensors").is_file()
+    assert sorted(d.name for d in ck.iterdir() if d.name.startswith("step")) == ["step000001", "step000002"]
+    assert (ck / "latest").read_text() == "step000002"
+
+
 class Recording(FeatureDrafter):
     """Keeps each row's committed sequence and every proposal, to recompute them without the cache."""
 
@@ -221,6 +256,14 @@ def test_loading_against_another_target_is_a_clear_error(micro_trio, drafter_run
         other.get_input_embeddings().weight.mul_(1.5)
     with pytest.raises(DrafterMismatchError, match="fingerprint"):
         FeatureDrafter.load(drafter_run["drafter"], LM(other), tok)
+    # A change confined to the decoder layers (a LoRA-style fine-tune) changes the hidden states it reads: refused.
+    inner = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, w in inner.named_parameters():
+            if ".layers." in name:
+                w.mul_(1.1)
+    with pytest.raises(DrafterMismatchError, match="fingerprint"):
+        FeatureDrafter.load(drafter_run["drafter"], LM(inner), tok)
     with pytest.raises(DrafterMismatchError, match="no feature drafter"):
         FeatureDrafter.load(micro_trio / "target", LM(model), tok)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -101,12 +102,15 @@ def save_checkpoint(engine: Any, root: str | Path, step: int, client_state: dict
 
 
 def set_aside_later(root: str | Path, step: int) -> list[Path]:
-    """Move the checkpoints after `step` (a run resumed from an earlier step replaces their trajectory) into
-    root/abandoned/, where pruning and `latest` never reach them: nothing is deleted, and the run's own
-    checkpoints are never mixed with the old trajectory's. Rank 0 only. Returns where they went."""
+    """Move the checkpoints after `step` (a run resumed from an earlier step, or started afresh with step 0,
+    replaces their trajectory) into root/abandoned/, where pruning and `latest` never reach them: nothing is
+    deleted, and the run's own checkpoints are never mixed with the old trajectory's. Rank 0 only. Returns where
+    they went. Shared with train/drafter.py's checkpoints."""
     root = Path(root)
     moved = []
-    for tag in list_checkpoints(root):
+    tags = sorted(d.name for d in root.iterdir() if d.is_dir() and re.fullmatch(r"step\d+", d.name)) \
+        if root.is_dir() else []
+    for tag in tags:  # complete or not (train/drafter.py's checkpoints have no manifest)
         if int(tag.removeprefix("step")) > step:
             dest = root / "abandoned" / tag
             n = 1
@@ -116,7 +120,7 @@ def set_aside_later(root: str | Path, step: int) -> list[Path]:
             os.replace(root / tag, dest)
             moved.append(dest)
     if moved:
-        left = list_checkpoints(root)
+        left = sorted(d.name for d in root.iterdir() if d.is_dir() and re.fullmatch(r"step\d+", d.name))
         if left:
             _write_atomic(root / LATEST, left[-1])
         else:

@@ -71,13 +71,24 @@ def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_promp
     return out
 
 
-def load_or_sample(path: Path, make) -> list[list[int]]:
-    """The sample set of a run: read back on resume, drawn (and written atomically) otherwise."""
+def load_or_sample(path: Path, make, signature: dict | None = None) -> list[list[int]]:
+    """The sample set of a run: read back when the run directory holds one drawn under the same `signature` (the
+    target's weights, tasks, data and sampling settings), drawn (and written atomically) when it holds none; one
+    drawn under another signature is refused, never silently reused."""
+    from specdec.jsonl import settings_diff
+
+    signature = json.loads(json.dumps(signature or {}))  # as stored
     if path.is_file():
-        return json.loads(path.read_text())["sequences"]
+        saved = json.loads(path.read_text())
+        old = saved.get("signature")  # files from before signatures were recorded: accepted
+        if old is not None and old != signature:
+            raise ValueError(f"{path} holds target samples drawn under other settings "
+                             f"({'; '.join(settings_diff(old, signature))}): train in a new run directory, or "
+                             f"delete it to draw new samples")
+        return saved["sequences"]
     seqs = make()
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"sequences": seqs}))
+    tmp.write_text(json.dumps({"signature": signature, "sequences": seqs}))
     os.replace(tmp, path)
     return seqs
 
@@ -154,7 +165,8 @@ def lr_at(step: int, cfg: DictConfig) -> float:
 
 
 # ---------------------------------------------------------------- checkpoints
-def save_checkpoint(root: Path, step: int, net: DrafterNet, opt: torch.optim.Optimizer, keep: int) -> Path:
+def save_checkpoint(root: Path, step: int, net: DrafterNet, opt: torch.optim.Optimizer, keep: int,
+                    target_fingerprint: str | None = None) -> Path:
     """checkpoints/stepN written to a temp dir, renamed into place, then `latest` replaced: a crash mid-save
     leaves the previous checkpoint intact."""
     root.mkdir(parents=True, exist_ok=True)
@@ -164,7 +176,8 @@ def save_checkpoint(root: Path, step: int, net: DrafterNet, opt: torch.optim.Opt
     tmp.mkdir()
     save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / "drafter.safetensors"))
     torch.save(opt.state_dict(), tmp / "optimizer.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, "arch": net.cfg.to_dict()}))
+    (tmp / "state.json").write_text(json.dumps({"step": step, "arch": net.cfg.to_dict(),
+                                                "target_fingerprint": target_fingerprint}))
     final = root / tag
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -176,8 +189,10 @@ def save_checkpoint(root: Path, step: int, net: DrafterNet, opt: torch.optim.Opt
     return final
 
 
-def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer) -> int:
-    """Restore the newest checkpoint under root; returns its step (0 when there is none)."""
+def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer,
+                    target_fingerprint: str | None = None) -> int:
+    """Restore the newest checkpoint under root; returns its step (0 when there is none). A checkpoint trained
+    against other target weights (specdec.models.weights_fingerprint) is refused."""
     latest = root / "latest"
     if not latest.is_file():
         return 0
@@ -186,19 +201,28 @@ def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer) -> 
     if state["arch"] != net.cfg.to_dict():
         raise ValueError(f"checkpoint {ck} holds a drafter of another architecture ({state['arch']}) than this "
                          f"config builds ({net.cfg.to_dict()}): resume with the original config")
+    had = state.get("target_fingerprint")
+    if had is not None and target_fingerprint is not None and had != target_fingerprint:
+        raise ValueError(f"checkpoint {ck} was trained against other target weights ({had}, here "
+                         f"{target_fingerprint}), though the path may be the same: train in a new run directory")
     net.load_state_dict(load_file(str(ck / "drafter.safetensors")))
     opt.load_state_dict(torch.load(ck / "optimizer.pt", weights_only=True))
     return int(state["step"])
 
 
 # ---------------------------------------------------------------- the run
+# What a resumed drafter run may change: its length, checkpointing, logging, threads, the device, where it exports.
+# Anything else (target, tasks, data, samples, architecture, lr, unroll, seed) would continue under another recipe.
+RESUME_MAY_CHANGE = ("resume", "train.steps", "train.cache_teacher", "checkpoint", "progress", "logger",
+                     "num_threads", "device", "stop_at_step", "export_dir")
 def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from data.loaders import load_examples
     from data.tasks import chat_stop_for, encode_prompt, get_task
     from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
     from specdec.models import resolve_device
-    from train.trainer import batch_indices, make_wandb
+    from train.checkpoint import set_aside_later
+    from train.trainer import batch_indices, make_wandb, resume_config_diff
 
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
@@ -233,8 +257,21 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
                                       progress=bool(cfg.progress), chat_stop=chat_stop_for(task, tok))
         return out
 
+    saved_cfg = run_dir / "drafter_config.yaml"
+    if cfg.resume and saved_cfg.exists():
+        changed = resume_config_diff(OmegaConf.to_container(OmegaConf.load(saved_cfg)),
+                                     OmegaConf.to_container(cfg, resolve=True), may_change=RESUME_MAY_CHANGE)
+        if changed:
+            raise ValueError(f"resume=true in {run_dir}, but settings differ from the run's drafter_config.yaml: "
+                             f"{'; '.join(changed)}. Resume with the same settings (only "
+                             f"{', '.join(RESUME_MAY_CHANGE)} may change), or train into a new run directory")
+    fingerprint = models.fingerprints(("target",))["target"]
+    signature = {"target": fingerprint, "tasks": names, "seed": int(cfg.seed),
+                 "data": OmegaConf.to_container(cfg.data, resolve=True),
+                 "samples": OmegaConf.to_container(cfg.samples, resolve=True),
+                 "task_max_new_tokens": cfg.task.get("max_new_tokens")}
     max_len = int(cfg.train.max_len or target.max_positions)
-    seqs = [q[:max_len] for q in load_or_sample(run_dir / "samples.json", draw) if len(q) >= 2]
+    seqs = [q[:max_len] for q in load_or_sample(run_dir / "samples.json", draw, signature) if len(q) >= 2]
 
     k = cfg.drafter.draft_vocab
     draft_ids = draft_vocabulary(seqs, int(k), target.vocab_size) if k else None
@@ -242,10 +279,12 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     net.train()
     opt = torch.optim.AdamW(net.parameters(), lr=float(cfg.train.lr), weight_decay=float(cfg.train.weight_decay))
     ckpt_root = run_dir / "checkpoints"
-    start = load_checkpoint(ckpt_root, net, opt) if cfg.resume else 0
+    start = load_checkpoint(ckpt_root, net, opt, fingerprint) if cfg.resume else 0
     if cfg.resume:
         print(f"[drafter] resumed at step {start}" if start else f"[drafter] no checkpoint under {ckpt_root}: "
               "starting from step 0")
+    for moved in set_aside_later(ckpt_root, start):  # an earlier run's later checkpoints: kept, never pruned
+        print(f"[drafter] {moved.name}: from an earlier run in this directory; moved to {moved}")
     metrics_path = run_dir / "metrics.jsonl"
     if start:
         truncate_steps(metrics_path, start)
@@ -286,7 +325,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
         bar.update(1)
         every = int(cfg.checkpoint.every)
         if (every > 0 and (step + 1) % every == 0) or step + 1 == steps:
-            save_checkpoint(ckpt_root, step + 1, net, opt, int(cfg.checkpoint.keep))
+            save_checkpoint(ckpt_root, step + 1, net, opt, int(cfg.checkpoint.keep), fingerprint)
         if cfg.get("stop_at_step") is not None and step + 1 >= int(cfg.stop_at_step):
             bar.close()
             return {"run_dir": str(run_dir), "stopped_at": step + 1}  # as a kill would: no export

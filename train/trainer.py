@@ -52,9 +52,10 @@ RESUME_MAY_CHANGE = ("resume", "resume_from", "train", "checkpoint", "progress",
                      "export_dir", "device")
 
 
-def resume_config_diff(saved: dict, now: dict) -> list[str]:
-    """'key: there vs now' for each setting a resume would change, other than RESUME_MAY_CHANGE; keys absent from
-    either side (settings added or retired since the run started) are not compared."""
+def resume_config_diff(saved: dict, now: dict, may_change: tuple[str, ...] = RESUME_MAY_CHANGE) -> list[str]:
+    """'key: there vs now' for each setting a resume would change, other than those under `may_change` (top-level
+    or dotted keys); keys absent from either side (settings added or retired since the run started) are not
+    compared."""
     def flat(d: dict, prefix: str = "") -> dict:
         out = {}
         for k, v in d.items():
@@ -63,7 +64,10 @@ def resume_config_diff(saved: dict, now: dict) -> list[str]:
         return out
 
     a, b = flat(saved), flat(now)
-    return settings_diff(a, {k: b[k] for k in sorted(a.keys() & b.keys()) if k.split(".")[0] not in RESUME_MAY_CHANGE})
+    def may(k: str) -> bool:
+        return any(k == m or k.startswith(m + ".") for m in may_change)
+
+    return settings_diff(a, {k: b[k] for k in sorted(a.keys() & b.keys()) if not may(k)})
 
 
 def batch_indices(step: int, n_examples: int, per_step: int, seed: int) -> list[int]:
