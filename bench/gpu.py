@@ -189,8 +189,8 @@ class Cell:
 
     def decode(self, new_tokens: int, timing: bool):
         pair = self.pair
-        for lm in (pair.target, pair.draft, pair.amateur):
-            if lm is not None:
+        for lm in (pair.target, pair.draft, pair.amateur, self.proposer):
+            if lm is not None and hasattr(lm, "sync_timing"):  # LMs and the feature drafter
                 lm.sync_timing = timing
         gen = torch.Generator(device=pair.target.device).manual_seed(self.args.seed)
         sync(pair.target.device)

@@ -39,6 +39,7 @@ from eval.metrics import (
     validate_metrics,
 )
 from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl, settings_diff
+from specdec.proposers import drafter_sha256
 
 SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
 
@@ -89,7 +90,8 @@ def cut_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> str:
 # ---------------------------------------------------------------- files
 # Signature keys that run.json files written before they existed do not hold: not checked against those (the
 # resumed run records them from then on).
-SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "reward_opts", "model_fingerprints")
+SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "reward_opts", "model_fingerprints",
+                         "drafter_sha256")
 
 
 def _plain(x: Any) -> Any:
@@ -196,6 +198,8 @@ def run_method(
         "chat_stop": chat_stop.pattern if chat_stop else None,
         # the head's weights, not only its path: a resumed training run re-exports to the same directory
         "head_sha256": (spec.head_meta or {}).get("weights_sha256") if head else None,
+        # likewise a feature drafter's weights: train/drafter.py re-exports to the same <run dir>/drafter
+        "drafter_sha256": drafter_sha256(spec.proposer),
         "method_config": _plain(cfg.method),  # max_ngram, drafter, threshold, ...
         "model_settings": {k: (cfg.get("model") or {}).get(k) for k in ("dtype", "device")},
         "reward_opts": _plain(cfg.task.get("reward_opts") or {}),

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from specdec.api import SpeculativeGenerator
 from specdec.jsonl import rewrite_jsonl, settings_diff, split_lines
+from specdec.proposers import drafter_sha256
 
 SETTINGS = {"max_new_tokens": int, "temperature": float, "gamma": int, "seed": int}
 FIELDS = {"prompt", "id", *SETTINGS}
@@ -74,10 +75,11 @@ def run_identity(sg: SpeculativeGenerator, defaults: dict, batch_size: int) -> d
             "dtype": str(sg.models.dtype), "params": sg.spec.params,
             "head_sha256": (sg.spec.head_meta or {}).get("weights_sha256"),
             "model_fingerprints": sg.models.fingerprints(),  # a model rebuilt at the same path is another model
+            "drafter_sha256": drafter_sha256(sg.spec.proposer),
             "defaults": defaults, "batch_size": batch_size}
 
 
-IDENTITY_ADDED_LATER = ("model_fingerprints",)  # partial files written before it: not compared
+IDENTITY_ADDED_LATER = ("model_fingerprints", "drafter_sha256")  # partial files written before it: not compared
 
 
 def line_sha(line: str) -> str:

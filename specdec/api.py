@@ -52,9 +52,9 @@ class SpeculativeGenerator:
         self.gamma = spec.gamma
         lms = [self.target, spec.amateur, getattr(spec.proposer, "lm", None)]
         self.window = min(lm.max_positions for lm in lms if lm is not None)
-        for lm in lms:
-            if lm is not None:  # no device wait after each model call: the API reports no per-part time split
-                lm.sync_timing = False
+        for lm in [*lms, spec.proposer]:
+            if lm is not None and hasattr(lm, "sync_timing"):  # no device wait after each model call (the
+                lm.sync_timing = False  # API reports no per-part time split); the feature drafter has one too
 
     @classmethod
     def from_pretrained(

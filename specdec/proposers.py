@@ -187,6 +187,7 @@ class FeatureDrafter(Proposer):
         self.hidden_size = net.cfg.hidden
         self.vocab_size = target.vocab_size
         self._seconds, self._calls = 0.0, 0
+        self.sync_timing = True  # as LM.sync_timing: on CUDA, wait for the device so the timer is compute time
         self._prompts: list[list[int]] = []
         self._round_hidden: torch.Tensor | None = None
         self._prefilled = False
@@ -244,9 +245,14 @@ class FeatureDrafter(Proposer):
         self.k, self.v = torch.cat([self.k, kk], 2), torch.cat([self.v, vv], 2)
         self.mask = torch.cat([self.mask, valid], 1)
         self.next_pos = self.next_pos + (k if dense else valid.long().sum(1))
+        self._sync()
         self._seconds += time.perf_counter() - t
         self._calls += 1
         return f
+
+    def _sync(self) -> None:
+        if self.sync_timing and self.device.type == "cuda":  # else the drafter's kernels bill the target's timer
+            torch.cuda.synchronize(self.device)
 
     def _crop(self, n: int) -> None:
         """Drop the last n slots (the draft slots: valid in every row)."""
@@ -257,6 +263,7 @@ class FeatureDrafter(Proposer):
     def _logprobs(self, f: torch.Tensor) -> torch.Tensor:
         t = time.perf_counter()
         lp = torch.log_softmax(torch.nn.functional.linear(f, self.head_w, self.head_b).float(), -1)
+        self._sync()
         self._seconds += time.perf_counter() - t
         return lp
 
@@ -340,3 +347,10 @@ class FeatureDrafter(Proposer):
         feats = h.gather(1, src.unsqueeze(-1).expand(B, W, h.shape[-1]))
         self.pending = (feats, toks.gather(1, src), valid if ragged else None)
         self._round_hidden = None
+
+
+def drafter_sha256(proposer: object) -> str | None:
+    """The weights sha256 of a feature drafter's export (None for other proposers): what run files record, since
+    train/drafter.py re-exports to the same <run dir>/drafter."""
+    meta = getattr(proposer, "meta", None)
+    return meta.get("weights_sha256") if isinstance(meta, dict) else None

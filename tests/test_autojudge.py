@@ -25,9 +25,13 @@ def test_fit_recovers_a_separable_judge_and_its_threshold_keeps_the_recall():
     label = (feats[:, 0] + 0.5 * feats[:, 1] > 0.8).float()  # a minority class, linearly separable
     data = {"h_q": torch.zeros(n, 3), "h_p": torch.zeros(n, 4), "feats": feats, "label": label}
     head = EnsembleHead(HeadConfig(hidden_q=3, hidden_p=4, num_features=F, use_hidden=False, init_w=0.5))
+    data["prompt"] = torch.arange(n) // 4  # four mismatches per prompt: split by prompt, never across
     rep = fit(head, data, steps=300, lr=0.05, holdout=0.25, recall=0.9, seed=0)
-    assert rep["heldout_recall"] >= 0.9
-    assert rep["heldout_accuracy"] > 0.85 and 0.0 < rep["threshold"] < 1.0
+    assert rep["calibration_recall"] >= 0.9  # by construction of tau
+    assert rep["heldout_recall"] >= 0.8 and rep["heldout_accuracy"] > 0.85  # measured on other prompts
+    assert 0.0 < rep["threshold"] < 1.0
+    assert rep["prompts"] == {"train": 75, "calibration": 13, "heldout": 12}
+    assert (rep["train"], rep["calibration"], rep["heldout"]) == (300, 52, 48)
     w = ThresholdHead(head, rep["threshold"])(data["h_q"], data["h_p"], feats)
     assert set(w.unique().tolist()) <= {0.0, 1.0}
     with pytest.raises(ValueError, match="only 3 mismatches"):
@@ -56,6 +60,31 @@ def test_mining_labels_are_reward_changes_of_greedy_swaps(micro_trio):
     assert torch.equal(data["label"], (data["gap"] != 0).float())
     assert data["h_q"].shape == (n, models.draft.hidden_size) and data["h_p"].shape == (n, models.target.hidden_size)
     assert (data["tv"] > 0).all()  # a mismatch of greedy tokens means p != q there
+
+
+def test_mining_ends_chat_rows_at_the_chat_stop(micro_trio, monkeypatch):
+    """A chat model's rows end at the task's chat stop, as evaluation ends them: no mismatch is mined after it."""
+    import re
+
+    import data.tasks
+
+    models = Models({"dir": str(micro_trio), "embedded": False, "device": "cpu", "dtype": "float32"})
+    tok = models.tokenizer
+    task = get_task("gsm8k")
+    from data.loaders import load_examples
+
+    ex = load_examples("gsm8k", source="synthetic", split="train", n=6, seed=0)
+    prompts = [tok(task.format_prompt(r, tokenizer=tok))["input_ids"] for r in ex.rows]
+    refs = [task.reference(r) for r in ex.rows]
+    kw = dict(task=task, reward_opts={}, per_prompt=8, gamma=3, max_new_tokens=20, temperature=1.0, batch_size=6,
+              seed=0, progress=False)
+    plain = mine(models, prompts, refs, **kw)
+    monkeypatch.setattr(data.tasks, "chat_stop_for", lambda task, tok: re.compile(r".{6}", re.S))
+    chat = mine(models, prompts, refs, **kw)
+    assert len(chat["label"]) > 0 and chat["position"].max() < 6  # per-character tokenizer: 6 tokens end a row
+    # the greedy paths end at the stop (at most one round of gamma + 1 tokens past it), not at 20 tokens
+    assert plain["stats"]["greedy_tokens"] == 6 * 20
+    assert chat["stats"]["greedy_tokens"] <= 6 * (6 + 3 + 1)
 
 
 def test_autojudge_method_refuses_an_ensemble_head_and_applies_the_threshold(micro_trio, tmp_path):

@@ -317,6 +317,22 @@ def test_frontier_sweep_over_one_proposer(micro_trio, drafter_run, tmp_path):
     assert by["sd[feature]"]["acceptance_rate"] is not None and by["ar_target"]["acceptance_rate"] is None
 
 
+def test_an_evaluation_resumes_only_with_the_same_drafter_weights(micro_trio, drafter_run, tmp_path):
+    """run.json records the drafter's weights sha256, not only its path (train/drafter.py re-exports in place)."""
+    from eval.run import evaluate
+
+    args = ("task=gsm8k", "method=sd", "method.proposer=feature", f"method.drafter={drafter_run['drafter']}",
+            "eval.num_samples=2", "eval.batch_size=2", "eval.max_new_tokens=8", "eval.progress=false")
+    out = tmp_path / "eval"
+    evaluate(_compose_eval(micro_trio, *args), out)
+    run = json.loads((out / "run.json").read_text())
+    sha = json.loads((Path(drafter_run["drafter"]) / "config.json").read_text())["weights_sha256"]
+    assert run["drafter_sha256"] == sha
+    (out / "run.json").write_text(json.dumps({**run, "drafter_sha256": "0" * 64}))  # re-exported since
+    with pytest.raises(ValueError, match="drafter_sha256"):
+        evaluate(_compose_eval(micro_trio, *args, "resume=true"), out)
+
+
 def test_target_samples_end_chat_rows_at_the_chat_stop(target):
     """A chat model's samples end where evaluation ends its rows (train/drafter.py passes the task's chat stop)."""
     import re

@@ -10,13 +10,15 @@
    reward, a change of the answer that keeps the score is harmless for quality).
 2. Fit: a light classifier on both models' hidden states and the pair features at the mismatch, i.e. the same
    EnsembleHead the learned ensemble uses, with a class-weighted logistic loss; its output is P(important).
-3. Threshold: the largest tau that keeps `fit.recall` of the held-out important mismatches flagged.
+3. Threshold: the largest tau that keeps `fit.recall` of the important mismatches of held-out calibration prompts
+   flagged; recall, accuracy and the flagged share are then reported on other held-out prompts.
 At inference (eval method `autojudge`) w_t = 1[P(important) >= tau]: an unimportant position verifies against q
 (the draft is accepted), an important one against p (standard SD), through the one `verify`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sys
@@ -57,6 +59,7 @@ def teacher_forced(lm, prompts: list[list[int]], completions: list[list[int]], t
 def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: int, max_new_tokens: int,
          temperature: float, batch_size: int, seed: int, progress: bool = True) -> dict[str, torch.Tensor]:
     """Mismatch examples: head inputs (h_q, h_p, feats), label important (1) / not (0), TV(p, q), the reward gap."""
+    from data.tasks import chat_stop_for, stop_on_match
     from rewards import score
     from specdec.generate import generate
     from specdec.proposers import DraftModelProposer
@@ -66,18 +69,25 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
 
     rng = random.Random(seed)
     eos = models.tokenizer.eos_token_id
-    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("h_q", "h_p", "feats", "label", "tv", "gap")}
-    stats = {"positions": 0, "mismatches": 0, "forks": 0, "decoded_tokens": 0}
+    # chat models: rows end at the task's chat stop, as evaluation and the trainer end them (mismatches after it
+    # are never decoded there, and the texts scored must be the ones evaluation scores)
+    chat = chat_stop_for(task, models.tokenizer)
+    cut = functools.partial(cut_at_stop, chat_stop=chat)
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("h_q", "h_p", "feats", "label", "tv", "gap", "prompt",
+                                                                 "position")}
+    stats = {"positions": 0, "mismatches": 0, "forks": 0, "decoded_tokens": 0, "greedy_tokens": 0}
     bar = tqdm(total=len(prompts), desc="mine", unit="prompt", disable=not progress)
     for start in range(0, len(prompts), batch_size):
         P, R = prompts[start:start + batch_size], refs[start:start + batch_size]
         gen = generate(models.target, DraftModelProposer(models.draft), P, rule=ExactRule(), gamma=gamma,
-                       max_new_tokens=max_new_tokens, temperature=0.0, eos_token_id=eos)
+                       max_new_tokens=max_new_tokens, temperature=0.0, eos_token_id=eos,
+                       stop=stop_on_match(chat, models.tokenizer))
         comps = []
         for toks in gen.tokens:  # keep the completion up to its stop string: tokens after it are never scored
-            _, keep = cut_at_stop(models.tokenizer, toks, tuple(task.stop))
+            _, keep = cut(models.tokenizer, toks, tuple(task.stop))
             comps.append(toks[:keep] or toks[:1])
         stats["decoded_tokens"] += sum(len(t) for t in gen.tokens)
+        stats["greedy_tokens"] += sum(len(t) for t in gen.tokens)  # the target's greedy paths (forks excluded)
         p, h_p = teacher_forced(models.target, P, comps, temperature)
         q, h_q = teacher_forced(models.draft, P, comps, temperature)
         # mismatches along the target's greedy path: the draft's greedy token differs from the target's
@@ -102,7 +112,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
 
             f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
                           max_new_tokens=max_new_tokens, temperature=temperature, stops=tuple(task.stop),
-                          seed=seed + start, cut_at_stop=cut_at_stop, continuation="greedy_target",
+                          seed=seed + start, cut_at_stop=cut, continuation="greedy_target",
                           fork_tokens=(x_plus, torch.tensor(x_minus), tv))
             gap = f.g_plus - f.g_minus
             out["h_q"].append(h_q[rows, ts].float().cpu())
@@ -111,6 +121,8 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
             out["label"].append((gap != 0).float())
             out["tv"].append(tv)
             out["gap"].append(gap)
+            out["prompt"].append(torch.tensor([start + b for b, _ in positions]))  # fit splits by prompt
+            out["position"].append(ts)
             stats["forks"] += len(positions)
             stats["decoded_tokens"] += f.decoded_tokens
         bar.update(len(P))
@@ -122,14 +134,24 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
 
 
 def fit(head, data: dict, *, steps: int, lr: float, holdout: float, recall: float, seed: int) -> dict:
-    """Class-weighted logistic regression of `important` on the head's inputs; tau from the held-out recall."""
+    """Class-weighted logistic regression of `important` on the head's inputs. A `holdout` share of the prompts
+    (their mismatches together: one prompt's mismatches are alike) is kept out of the fit and split in two: tau is
+    set on the calibration half (the largest keeping `recall` of its important mismatches flagged), and the
+    heldout_* figures are measured on the other half, so they are not the calibration target."""
     n = len(data["label"])
     if n < 10:
         raise ValueError(f"only {n} mismatches were mined: mine more prompts (mine.prompts) before fitting a judge")
     g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(n, generator=g)
-    n_val = max(1, int(round(holdout * n)))
-    val, tr = perm[:n_val], perm[n_val:]
+    prompt = data.get("prompt")
+    if prompt is None or len(prompt) != n:  # mined by an older version: every mismatch its own group
+        prompt = torch.arange(n)
+    groups = torch.unique(prompt)
+    groups = groups[torch.randperm(len(groups), generator=g)]
+    n_val = min(max(2, int(round(holdout * len(groups)))), len(groups) - 1)
+    cal_groups, rep_groups = groups[: (n_val + 1) // 2], groups[(n_val + 1) // 2: n_val]
+    cal = torch.nonzero(torch.isin(prompt, cal_groups)).flatten()
+    rep = torch.nonzero(torch.isin(prompt, rep_groups)).flatten()
+    tr = torch.nonzero(~torch.isin(prompt, groups[:n_val])).flatten()
     y = data["label"]
     pos = float(y[tr].sum())
     pos_weight = torch.tensor((len(tr) - pos) / max(pos, 1.0))
@@ -143,21 +165,32 @@ def fit(head, data: dict, *, steps: int, lr: float, holdout: float, recall: floa
         opt.step()
     head.eval()
     with torch.no_grad():
-        prob = head(data["h_q"][val], data["h_p"][val], data["feats"][val])
-    imp = y[val] > 0
-    if imp.any():  # largest tau flagging at least `recall` of the important held-out mismatches
-        s = torch.sort(prob[imp], descending=True).values
+        prob = head(data["h_q"], data["h_p"], data["feats"])
+    imp_cal = y[cal] > 0
+    if imp_cal.any():  # largest tau flagging at least `recall` of the important calibration mismatches
+        s = torch.sort(prob[cal][imp_cal], descending=True).values
         k = max(1, int(np.ceil(recall * len(s))))
         tau = float(s[k - 1])
     else:
         tau = 1.0
-    flagged = prob >= tau
+
+    def rates(idx: torch.Tensor) -> tuple[float | None, float | None, float | None]:
+        # None (not NaN: the report is strict JSON) where a split holds no (important) mismatch
+        if len(idx) == 0:
+            return None, None, None
+        flagged, imp = prob[idx] >= tau, y[idx] > 0
+        return (float(flagged[imp].float().mean()) if imp.any() else None, float(flagged.float().mean()),
+                float((flagged == imp).float().mean()))
+
+    cal_recall = rates(cal)[0]
+    recall_rep, flagged_rep, acc_rep = rates(rep)
     return {
-        "threshold": tau, "train": int(len(tr)), "heldout": int(n_val), "important_share": float(y.mean()),
-        # None (not NaN: the report is strict JSON) when no held-out mismatch was important
-        "heldout_recall": float(flagged[imp].float().mean()) if imp.any() else None,
-        "heldout_flagged": float(flagged.float().mean()),
-        "heldout_accuracy": float((flagged == imp).float().mean()), "final_loss": float(loss.detach()),
+        "threshold": tau, "train": int(len(tr)), "calibration": int(len(cal)), "heldout": int(len(rep)),
+        "prompts": {"train": int(len(groups) - n_val), "calibration": int(len(cal_groups)),
+                    "heldout": int(len(rep_groups))},
+        "important_share": float(y.mean()), "calibration_recall": cal_recall,
+        "heldout_recall": recall_rep, "heldout_flagged": flagged_rep, "heldout_accuracy": acc_rep,
+        "final_loss": float(loss.detach()),
     }
 
 
@@ -166,7 +199,7 @@ def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     from data.loaders import load_examples
-    from data.tasks import encode_prompt, get_task
+    from data.tasks import chat_stop_for, encode_prompt, get_task
     from heads import EnsembleHead, HeadConfig, export_head, tokenizer_hash
     from specdec.loading import Models
     from specdec.targets import PAIR_FEATURES
@@ -185,7 +218,10 @@ def main(cfg: DictConfig) -> None:
     opts = cfg.task.get("reward_opts")
     # mining is the expensive part (hours on a real pair on CPU): saved before fitting, reused when present
     mined = run_dir / "mined.pt"
+    chat = chat_stop_for(task, tok)
     signature = {"task": task.name, "data": ex.source, "models": models.names(), "seed": int(cfg.seed),
+                 "model_fingerprints": models.fingerprints(("target", "draft")),
+                 "chat_stop": chat.pattern if chat is not None else None,
                  "temperature": float(cfg.temperature), "mine": OmegaConf.to_container(cfg.mine, resolve=True)}
     if mined.exists():
         data = torch.load(mined, weights_only=False)
