@@ -182,6 +182,25 @@ def test_greedy_target_continuations_are_deterministic_and_equal_target_greedy(m
     assert a.texts_plus[0] == tok.decode(completions[0][:2] + [int(xs[0])] + ref.tokens[0], skip_special_tokens=True)
 
 
+def test_fork_continuations_stop_decoding_once_their_text_is_cut(micro_trio):
+    """A continuation that reaches a stop string ends there (the rest would be cut away before scoring): the same
+    texts as decoding to the end and then cutting, fewer decoded tokens."""
+    models = _micro(micro_trio)
+    tok = models.tokenizer
+    prompts = [tok("Q: 2+3?\nA:")["input_ids"], tok("Q: 7 apples\nA:")["input_ids"]]
+    completions = [tok(" 2 + 3 = 5", add_special_tokens=False)["input_ids"],
+                   tok(" she has 7", add_special_tokens=False)["input_ids"]]
+    kw = dict(score_fn=lambda texts, rows: [0.0] * len(texts), lam=0.0, gamma=3, max_new_tokens=30,
+              temperature=1.0, seed=0, cut_at_stop=cut_at_stop, continuation="greedy_target")
+    full = run_forks(models, ExactRule(), prompts, completions, [(0, 3), (1, 2)], stops=(), **kw)
+    stop = full.texts_plus[0][len(tok.decode(completions[0][:3])) + 3:][:2]  # two characters the branch decodes
+    assert len(stop) == 2
+    cut = run_forks(models, ExactRule(), prompts, completions, [(0, 3), (1, 2)], stops=(stop,), **kw)
+    for a, b in zip(full.texts_plus + full.texts_minus, cut.texts_plus + cut.texts_minus):
+        assert b == a[: a.index(stop)] if stop in a else b == a
+    assert cut.decoded_tokens < full.decoded_tokens
+
+
 def test_fork_critic_regresses_the_gap_on_the_head_inputs_and_keeps_a_fifo_buffer():
     from heads import HeadConfig
     from train.trainer import ForkCritic

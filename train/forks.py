@@ -151,6 +151,12 @@ def run_forks(
     if not greedy and lam != 0 and len(prefix_lam) != len(positions):
         raise ValueError(f"prefix_lam has {len(prefix_lam)} entries for {len(positions)} forks")
 
+    def ended(toks: list[int]) -> bool:
+        # a continuation cut by a stop string (or the chat stop) on its own is cut at least as early once the
+        # prefix is put before it: decoding on would only be thrown away (a stop spanning the fork is still
+        # found by the cut below, after decoding to the end)
+        return cut_at_stop(models.tokenizer, toks, stops)[1] < len(toks)
+
     def branch(xs: torch.Tensor) -> tuple[list[float], list[str], int]:
         starts = [pre + [int(x)] for pre, x in zip(prefixes, xs)]
         room = [max_new_tokens - t - 1 for t in ts]
@@ -159,7 +165,7 @@ def run_forks(
         # greedy_target: greedy SD is token-identical to greedy target decoding, and faster
         out = generate(models.target, DraftModelProposer(models.draft), starts,
                        rule=ExactRule() if greedy else rule, gamma=gamma, max_new_tokens=max(1, max(room)),
-                       temperature=0.0 if greedy else temperature, eos_token_id=eos, generator=g)
+                       temperature=0.0 if greedy else temperature, eos_token_id=eos, generator=g, stop=ended)
         texts, lam_terms, decoded = [], [], 0
         for j, (r, t) in enumerate(positions):
             cont = [] if int(xs[j]) == eos else out.tokens[j][: max(room[j], 0)]
