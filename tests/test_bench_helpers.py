@@ -43,3 +43,20 @@ def test_trio_quality_cuts_completions_at_the_task_stop_as_evaluation_does(micro
     ids = tok(text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     assert decode(tok, [ids], "gsm8k") == ["3 + 4 = 7.\n#### 7"]
     assert score("gsm8k", decode(tok, [ids], "gsm8k"), ["#### 7"]).mean == 1.0
+
+
+def test_a_constant_head_outputs_its_w_everywhere(micro_trio, tmp_path):
+    """bench/const_head.py: the measuring stick of the TV-profile comparison decodes with w = its constant."""
+    import torch
+
+    from bench.const_head import constant_head
+    from heads import load_head
+
+    out = constant_head(str(micro_trio / "target"), str(micro_trio / "draft"), tmp_path / "head", 0.999)
+    head, cfg = load_head(out)
+    g = torch.Generator().manual_seed(0)
+    w = head(torch.randn(7, cfg["hidden_q"], generator=g), torch.randn(7, cfg["hidden_p"], generator=g),
+             torch.randn(7, cfg["num_features"], generator=g))
+    assert torch.allclose(w, torch.full_like(w, 0.999), atol=1e-6)
+    with pytest.raises(ValueError, match="strictly between"):
+        constant_head(str(micro_trio / "target"), str(micro_trio / "draft"), tmp_path / "one", 1.0)
