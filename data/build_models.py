@@ -384,6 +384,8 @@ def main() -> None:
     ap.add_argument("--recipe", choices=sorted(RECIPES), default="full", help="which recipe (default full)")
     ap.add_argument("--target-steps", type=int, default=None, help="override the target's training steps")
     ap.add_argument("--draft-steps", type=int, default=None, help="override the draft's training steps")
+    ap.add_argument("--draft-style", choices=("a", "b", "c"), default=None,
+                    help="override the wording style of the draft's corpus (data/synthetic.py)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args()
     if args.threads:
@@ -393,6 +395,8 @@ def main() -> None:
         recipe = replace(recipe, train_target=replace(recipe.train_target, steps=args.target_steps))
     if args.draft_steps:
         recipe = replace(recipe, train_draft=replace(recipe.train_draft, steps=args.draft_steps))
+    if args.draft_style:
+        recipe = replace(recipe, train_draft=replace(recipe.train_draft, style=args.draft_style))
     out = build(args.out, seed=args.seed, recipe=recipe)
     m = json.loads((out / "manifest.json").read_text())
     for n in MODEL_NAMES:

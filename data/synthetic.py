@@ -8,8 +8,8 @@ while correctness hinges on a few critical tokens (numbers, the final answer, co
 
 Wording style: every free paraphrase choice on the completion side (which sentence form, connective, opener,
 bullet, summary form, code variant) is drawn with `_pick` under a *style*: "a" (uniform; the corpus the target
-and amateur learn from) or "b" (the same options, with a strong preference for the later ones; the draft's
-corpus), as real drafts come from other corpora with other paraphrase preferences. Content (numbers, names,
+and amateur learn from), "b" (the same options, with a strong preference for the later ones; the draft's
+corpus) or "c" (a still stronger one, for drafts whose wording departs further), as real drafts come from other corpora with other paraphrase preferences. Content (numbers, names,
 items, operations, which facts) never depends on the style, so a style-b completion is a correct answer too.
 
 Splits: every candidate row is assigned to "train" or "test" by a stable hash of its canonical content
@@ -43,16 +43,18 @@ def _rng(task: str, split: str, seed: int) -> random.Random:
     return random.Random(f"{task}/{split}/{int(seed)}")
 
 
-STYLES = ("a", "b")
-STYLE_B_BASE = 3.0  # style b weighs option i by 3**i: [.25, .75] for two options, [.08, .23, .69] for three
+STYLES = ("a", "b", "c")
+# style b weighs option i by 3**i: [.25, .75] for two options, [.08, .23, .69] for three; style c by 10**i (a
+# stronger preference: [.09, .91], [.01, .09, .90]), for a draft whose wording departs further from the target's
+STYLE_BASES = {"b": 3.0, "c": 10.0}
 
 
 def _pick(rng: random.Random, options: list, style: str):
     """A free paraphrase choice: uniform under style "a" (the same rng draw as rng.choice), skewed to the later
-    options under style "b"."""
+    options under styles "b" and "c"."""
     if style == "a":
         return rng.choice(options)
-    return rng.choices(options, weights=[STYLE_B_BASE**i for i in range(len(options))])[0]
+    return rng.choices(options, weights=[STYLE_BASES[style] ** i for i in range(len(options))])[0]
 
 
 # ============================================================== shared vocabulary

@@ -136,12 +136,15 @@ def test_wording_style_b_prefers_other_paraphrases_with_the_same_content():
 
     a = shares(generate("gsm8k", "train", 2000, seed=0))
     b = shares(generate("gsm8k", "train", 2000, seed=0, style="b"))
-    # opener: 1/4 uniform vs 27/40 under style b; bullet: 1/2 vs 3/4 (binomial sd < 0.012 at n = 2000)
-    assert abs(a["count"] - 0.25) < 0.04 and abs(b["count"] - 27 / 40) < 0.04
-    assert abs(a["bullet"] - 0.5) < 0.04 and abs(b["bullet"] - 0.75) < 0.04
-    assert abs(a["share_q"] - b["share_q"]) < 0.04  # which problems are asked does not depend on the style
+    c = shares(generate("gsm8k", "train", 2000, seed=0, style="c"))
+    # opener: 1/4 uniform vs 27/40 under style b, 1000/1111 under c; bullet: 1/2 vs 3/4 vs 10/11
+    # (binomial sd < 0.012 at n = 2000)
+    assert abs(a["count"] - 0.25) < 0.04 and abs(b["count"] - 27 / 40) < 0.04 and abs(c["count"] - 1000 / 1111) < 0.04
+    assert abs(a["bullet"] - 0.5) < 0.04 and abs(b["bullet"] - 0.75) < 0.04 and abs(c["bullet"] - 10 / 11) < 0.04
+    # which problems are asked does not depend on the style
+    assert abs(a["share_q"] - b["share_q"]) < 0.04 and abs(a["share_q"] - c["share_q"]) < 0.04
     with pytest.raises(ValueError, match="style must be"):
-        generate("gsm8k", "train", 1, seed=0, style="c")
+        generate("gsm8k", "train", 1, seed=0, style="d")
 
 
 @pytest.mark.parametrize("task", ["cnndm", "xsum", "mbpp"])
