@@ -105,8 +105,9 @@ def pooled_stats(per_prompt_rows: dict, level: float = 0.95) -> dict:
 def pooled_rows(run_dirs: list[Path], stats: dict[str, dict]) -> list[dict]:
     """eval/frontier.py rows for the methods finished on every set: the first set's metrics.json (method, label,
     params, head) with the pooled statistics (pooled_stats) over all sets."""
-    return [{**json.loads((run_dirs[0] / lab / "metrics.json").read_text()), **st} for lab, st in stats.items()
-            if all((d / lab / "metrics.json").exists() for d in run_dirs)]
+    # labelled by directory, as everything else here: two runs of one method (e.g. training seeds) share a label
+    return [{**json.loads((run_dirs[0] / lab / "metrics.json").read_text()), **st, "label": lab}
+            for lab, st in stats.items() if all((d / lab / "metrics.json").exists() for d in run_dirs)]
 
 
 def paired_difference(ref: dict, other: dict, seed: int = 0, level: float = 0.95) -> dict:

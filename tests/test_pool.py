@@ -144,3 +144,13 @@ def test_a_task_without_scores_is_a_clear_error(tmp_path):
                                                                "drafted": [4]}) + "\n")
     with pytest.raises(ValueError, match="no score"):
         report([tmp_path])
+
+
+def test_two_runs_of_one_method_keep_their_directory_names_in_the_bars(two_sets):
+    """Two training seeds of a head share a metrics label; the report names each by its directory."""
+    import shutil
+
+    for d in two_sets:
+        shutil.copytree(d / "diversed(λ=3)", d / "diversed(λ=3, seed 2)")
+    text = report(two_sets)
+    assert "**diversed(λ=3)**" in text and "**diversed(λ=3, seed 2)**" in text
