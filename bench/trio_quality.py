@@ -50,8 +50,9 @@ def task_prompts(task: str, n: int, seed: int, tok) -> tuple[list[list[int]], li
 def decode(tok, seqs: list[list[int]], task: str) -> list[str]:
     """Completions as eval/run.py scores them: decoded, then cut at the task's stop strings (a run-on into an
     invented next question must not be scored on that question's answer)."""
-    return [cut_at_stop(tok.decode([x for x in s if x != tok.eos_token_id], skip_special_tokens=True),
-                        get_task(task).stop) for s in seqs]
+    stops = get_task(task).stop
+    return [cut_at_stop(tok.decode([x for x in s if x != tok.eos_token_id], skip_special_tokens=True), stops)
+            for s in seqs]
 
 
 def greedy_accuracy(model, tok, task: str, n: int, seed: int, batch: int = 50) -> tuple[float, list[str]]:

@@ -147,9 +147,9 @@ def check_head_tokenizer(path: str | Path, config: dict, tokenizer: Any) -> None
 def check_head_models(path: str | Path, config: dict, fingerprints: dict[str, str]) -> None:
     """A head reads its models' hidden states: refuse models whose weights differ from those it was trained with
     (specdec.models.weights_fingerprint per role; roles an export does not record are not checked)."""
-    recorded = config.get("model_fingerprints") or {}
-    changed = [f"{role} {recorded[role]} there, {fp} here" for role, fp in fingerprints.items()
-               if recorded.get(role) is not None and recorded[role] != fp]
+    from specdec.models import fingerprint_changes
+
+    changed = fingerprint_changes(config.get("model_fingerprints") or {}, fingerprints)
     if changed:
         raise HeadFormatError(f"head at {path} was trained with other model weights ({'; '.join(changed)}; models "
                               f"{config.get('models')}): the same path may hold a rebuilt or replaced model. Train "

@@ -310,13 +310,13 @@ class LM:
         return None
 
 
-def weights_fingerprint(model: torch.nn.Module, tensors: list[torch.Tensor] | None = None) -> str:
+def weights_fingerprint(model: torch.nn.Module) -> str:
     """A cheap identity of a model's weights: sha256 of a strided sample (up to 256 rows x 256 columns, or 256
-    elements) of each parameter, rounded to bfloat16 so that float32 and bfloat16 loads of the same weights agree.
-    `tensors`: hash only these (default: every parameter, in named order). Recorded by exports and run files and
-    checked at load and resume, so that a model rebuilt or replaced at the same path is not taken for the old one."""
+    elements) of each parameter in named order, rounded to bfloat16 so that float32 and bfloat16 loads of the same
+    weights agree. Recorded by exports and run files and checked at load and resume (fingerprint_changes), so
+    that a model rebuilt or replaced at the same path is not taken for the old one."""
     h = hashlib.sha256()
-    for w in tensors if tensors is not None else [p for _, p in model.named_parameters()]:
+    for _, w in model.named_parameters():
         w = w.detach()
         if w.dim() == 2:
             rows = torch.linspace(0, w.shape[0] - 1, min(w.shape[0], 256)).long().to(w.device)
@@ -326,6 +326,13 @@ def weights_fingerprint(model: torch.nn.Module, tensors: list[torch.Tensor] | No
             sample = flat[torch.linspace(0, flat.numel() - 1, min(flat.numel(), 256)).long().to(w.device)]
         h.update(sample.to(torch.bfloat16).float().cpu().numpy().tobytes())
     return "sha256:" + h.hexdigest()[:16]
+
+
+def fingerprint_changes(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
+    """'role: there, here' for each role whose weights fingerprint differs; roles either side lacks (records from
+    before fingerprints, or models not loaded) are not compared."""
+    return [f"{role}: {recorded[role]} there, {fp} here" for role, fp in now.items()
+            if recorded.get(role) is not None and recorded[role] != fp]
 
 
 def pad_left(sequences: list[list[int]], device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,15 +44,20 @@ def test_fit_recovers_a_separable_judge_and_its_threshold_keeps_the_recall():
     json.dumps(rep, allow_nan=False)
 
 
-def test_mining_labels_are_reward_changes_of_greedy_swaps(micro_trio):
+def _mining_inputs(micro_trio):
+    """The micro trio and six synthetic GSM8K training prompts with their references."""
+    from data.loaders import load_examples
+
     models = Models({"dir": str(micro_trio), "embedded": False, "device": "cpu", "dtype": "float32"})
     tok = models.tokenizer
     task = get_task("gsm8k")
-    from data.loaders import load_examples
-
     ex = load_examples("gsm8k", source="synthetic", split="train", n=6, seed=0)
     prompts = [tok(task.format_prompt(r, tokenizer=tok))["input_ids"] for r in ex.rows]
-    refs = [task.reference(r) for r in ex.rows]
+    return models, task, prompts, [task.reference(r) for r in ex.rows]
+
+
+def test_mining_labels_are_reward_changes_of_greedy_swaps(micro_trio):
+    models, task, prompts, refs = _mining_inputs(micro_trio)
     data = mine(models, prompts, refs, task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20,
                 temperature=1.0, batch_size=4, seed=0, progress=False)
     n = len(data["label"])
@@ -68,14 +73,7 @@ def test_mining_ends_chat_rows_at_the_chat_stop(micro_trio, monkeypatch):
 
     import data.tasks
 
-    models = Models({"dir": str(micro_trio), "embedded": False, "device": "cpu", "dtype": "float32"})
-    tok = models.tokenizer
-    task = get_task("gsm8k")
-    from data.loaders import load_examples
-
-    ex = load_examples("gsm8k", source="synthetic", split="train", n=6, seed=0)
-    prompts = [tok(task.format_prompt(r, tokenizer=tok))["input_ids"] for r in ex.rows]
-    refs = [task.reference(r) for r in ex.rows]
+    models, task, prompts, refs = _mining_inputs(micro_trio)
     kw = dict(task=task, reward_opts={}, per_prompt=8, gamma=3, max_new_tokens=20, temperature=1.0, batch_size=6,
               seed=0, progress=False)
     plain = mine(models, prompts, refs, **kw)

@@ -348,7 +348,7 @@ def test_a_head_trained_with_other_model_weights_is_refused(micro_trio, head_dir
     rebuilt = Models({"dir": str(trio)})
     assert rebuilt.fingerprints(("target",)) == {"target": recorded["target"]}
     assert rebuilt.fingerprints(("draft",))["draft"] != recorded["draft"]
-    with pytest.raises(HeadFormatError, match=r"other model weights \(draft sha256:"):
+    with pytest.raises(HeadFormatError, match=r"other model weights \(draft: sha256:"):
         build_method("diversed", rebuilt, _cfg("diversed", head_path=str(head)))
 
 

@@ -86,8 +86,9 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
         for toks in gen.tokens:  # keep the completion up to its stop string: tokens after it are never scored
             _, keep = cut(models.tokenizer, toks, tuple(task.stop))
             comps.append(toks[:keep] or toks[:1])
-        stats["decoded_tokens"] += sum(len(t) for t in gen.tokens)
-        stats["greedy_tokens"] += sum(len(t) for t in gen.tokens)  # the target's greedy paths (forks excluded)
+        greedy = sum(len(t) for t in gen.tokens)  # the target's greedy paths (forks are counted below)
+        stats["decoded_tokens"] += greedy
+        stats["greedy_tokens"] += greedy
         p, h_p = teacher_forced(models.target, P, comps, temperature)
         q, h_q = teacher_forced(models.draft, P, comps, temperature)
         # mismatches along the target's greedy path: the draft's greedy token differs from the target's

@@ -120,7 +120,7 @@ def set_aside_later(root: str | Path, step: int) -> list[Path]:
             os.replace(root / tag, dest)
             moved.append(dest)
     if moved:
-        left = sorted(d.name for d in root.iterdir() if d.is_dir() and re.fullmatch(r"step\d+", d.name))
+        left = [t for t in tags if int(t.removeprefix("step")) <= step]
         if left:
             _write_atomic(root / LATEST, left[-1])
         else:

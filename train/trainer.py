@@ -25,6 +25,7 @@ from data.tasks import encode_prompt
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
 from specdec.jsonl import append_jsonl, read_jsonl, settings_diff, truncate_steps
 from specdec.loading import Models
+from specdec.models import fingerprint_changes
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.forks import ForkBatch, choose_fork_positions, run_forks
@@ -202,8 +203,7 @@ class Trainer:
                                  f"{', '.join(RESUME_MAY_CHANGE)} may change), or train into a new run directory")
         state = ckpt.load_checkpoint(self.engine, path)
         saved_fp = state.get("model_fingerprints") or {}  # checkpoints from before they were recorded: unchecked
-        now_fp = self.models.fingerprints(tuple(saved_fp))
-        changed = [f"{r}: {saved_fp[r]} there, {now_fp[r]} here" for r in saved_fp if saved_fp[r] != now_fp[r]]
+        changed = fingerprint_changes(saved_fp, self.models.fingerprints(tuple(saved_fp)))
         if changed:
             raise ValueError(f"cannot resume from {path}: the model weights differ from those it was trained with "
                              f"({'; '.join(changed)}), though the paths may be the same (a rebuilt trio?). Train "
