@@ -44,6 +44,7 @@ def test_micro_trio_layout_and_manifest(micro_trio):
         assert (micro_trio / name / "DONE").exists()
     m = json.loads((micro_trio / "manifest.json").read_text())
     assert m["data"] == "synthetic" and m["seed"] == 0
+    assert m["machine"]["torch"] == torch.__version__ and m["machine"]["cpu"]  # weights differ across CPU kinds
     for name in bm.MODEL_NAMES:
         rec = m["models"][name]
         model = AutoModelForCausalLM.from_pretrained(micro_trio / name)
@@ -61,21 +62,69 @@ def test_training_reduces_loss_on_completions():
         assert nxt[-1] == bm.EOS_ID and (nxt != bm.PAD_ID).all()
 
 
-def test_full_recipe_draft_is_a_competent_cheaper_model():
-    """Issue 10: the draft is a smaller model of real capacity (c = draft/target FLOPs in [0.2, 0.4], as a real
-    0.5B drafting for a 1.5B), trained on its own corpus (wording style b), not a near-failure."""
-    ft = bm.flops_per_token(bm.FULL.target)["total"]
-    fd = bm.flops_per_token(bm.FULL.draft)["total"]
+def test_independent_recipe_draft_is_a_competent_cheaper_model():
+    """Issue 10: the independent draft is a smaller model of real capacity (c = draft/target FLOPs in [0.2, 0.4], as
+    a real 0.5B drafting for a 1.5B), trained on its own corpus (wording style b), not a near-failure."""
+    ind = bm.INDEPENDENT
+    ft = bm.flops_per_token(ind.target)["total"]
+    fd = bm.flops_per_token(ind.draft)["total"]
     assert 0.2 <= fd / ft <= 0.4
-    assert bm.FULL.draft.layers >= 2 and bm.FULL.draft.hidden < bm.FULL.target.hidden
-    assert bm.FULL.train_draft.style == "b" and bm.FULL.train_target.style == "a"
-    assert not bm.FULL.train_amateur.distill
+    assert ind.draft.layers >= 2 and ind.draft.hidden < ind.target.hidden
+    assert ind.train_draft.style == "b" and ind.train_target.style == "a"
+    assert not ind.train_amateur.distill
+
+
+def test_default_recipe_is_the_style_c_pruned_draft_beside_the_same_target():
+    """The default trio: the pruned draft (two of the target's layers, half its MLP) on the style-c corpus for 1500
+    steps; target and amateur are the independent recipe's, so only the draft differs between the two."""
+    d, ind = bm.DEFAULT, bm.INDEPENDENT
+    assert d.train_draft.prune_layers == (0, 2) and d.train_draft.style == "c" and d.train_draft.steps == 1500
+    assert d.draft.hidden == d.target.hidden and d.draft.layers == 2 and d.draft.mlp == d.target.mlp // 2
+    assert (d.target, d.train_target, d.amateur, d.train_amateur) == (ind.target, ind.train_target, ind.amateur,
+                                                                      ind.train_amateur)
+    assert bm.RECIPES["default"] is d and bm.build.__defaults__[2] is d
+
+
+def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys):
+    """A DONE model or a checkpoint trained under other settings is never returned or resumed into: it moves to
+    replaced/ (kept, not deleted) and the model is trained afresh under the requested recipe."""
+    pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
+    tr = replace(bm.MICRO.train_target, steps=4)
+    first = bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path, 0, ckpt_every=100, progress=False)
+    assert bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path, 0, ckpt_every=100, progress=False) == first
+    other = replace(tr, lr=tr.lr / 2)
+    rec = bm.train_model("target", bm.MICRO.target, other, pools, tmp_path, 0, ckpt_every=100, progress=False)
+    assert rec["train"]["lr"] == other.lr and "another recipe" in capsys.readouterr().out
+    (kept,) = (tmp_path / "replaced").iterdir()
+    assert json.loads((kept / "DONE").read_text())["train"]["lr"] == tr.lr
+
+    # a partial run's checkpoint of another recipe: set aside, training starts from step 0
+    longer = replace(tr, steps=6)
+    def crash_at_3(step, t):
+        if step == 3:
+            raise KeyboardInterrupt("simulated kill")
+        return tr.lr
+    real_lr = bm.lr_at
+    bm.lr_at = crash_at_3
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            bm.train_model("draft", bm.MICRO.draft, longer, pools, tmp_path, 0, ckpt_every=2, progress=False)
+    finally:
+        bm.lr_at = real_lr
+    assert (tmp_path / "draft.ckpt.pt").exists()
+    rec = bm.train_model("draft", bm.MICRO.draft, replace(longer, lr=tr.lr / 3), pools, tmp_path, 0,
+                         ckpt_every=100, progress=False)
+    assert any(p.name.startswith("draft.ckpt.pt") for p in (tmp_path / "replaced").iterdir())
+    fresh = bm.train_model("draft", bm.MICRO.draft, replace(longer, lr=tr.lr / 3), pools, tmp_path / "fresh", 0,
+                           ckpt_every=100, progress=False)
+    a, b = _weights(tmp_path, "draft"), _weights(tmp_path / "fresh", "draft")  # from step 0, not the other's step 2
+    assert rec["train"] == fresh["train"] and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
 def test_styled_pools_change_only_the_completions():
     """The draft's corpus (style b) asks the same kind of problems; the completions are worded differently."""
-    a = bm._rows("gsm8k", 300, 0, bm.FULL.gsm8k_knobs)
-    b = bm._rows("gsm8k", 300, 0, bm.FULL.gsm8k_knobs, style="b")
+    a = bm._rows("gsm8k", 300, 0, bm.DEFAULT.gsm8k_knobs)
+    b = bm._rows("gsm8k", 300, 0, bm.DEFAULT.gsm8k_knobs, style="b")
     openers = [sum(r["answer"].startswith("We count the ") for r in rows) / 300 for rows in (a, b)]
     assert openers[1] > openers[0] + 0.25
 
@@ -173,6 +222,17 @@ def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypa
     missing = tmp_path / "nowhere"
     assert bm.ensure_embedded(missing) == missing and calls == [missing]
     assert "building it now" in capsys.readouterr().out
+    # the default directory is brought up to the default recipe; a trio elsewhere is used as it is
+    calls.clear()
+    monkeypatch.setattr(bm, "DEFAULT_DIR", micro_trio)
+    assert bm.ensure_embedded(micro_trio) == micro_trio and calls == [micro_trio]
+    assert "another recipe" in capsys.readouterr().out
+    monkeypatch.setattr(bm, "built_by", lambda out, recipe: recipe is bm.DEFAULT)
+    calls.clear()
+    assert bm.ensure_embedded(micro_trio) == micro_trio and not calls
+    monkeypatch.undo()
+    monkeypatch.setattr(bm, "build", lambda out, seed=0: calls.append(out) or out)
+    assert bm.built_by(micro_trio, bm.MICRO) and not bm.built_by(micro_trio, bm.DEFAULT)
     monkeypatch.setenv(bm.ENV_VAR, str(micro_trio))
     assert bm.resolve_dir(None) == micro_trio
     monkeypatch.delenv(bm.ENV_VAR)
