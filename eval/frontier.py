@@ -105,12 +105,18 @@ def head_lambda(m: dict) -> float | None:
 
 def head_recipe(m: dict) -> str | None:
     """The training recipe of a head run, when its config.json says: its advantage estimator (algo.advantage),
-    plus "features only" for a head that reads no hidden states."""
+    plus "features only" for a head that reads no hidden states, plus its initial w when that is not today's
+    default (a head started near w = 1 is another recipe: at small λ it stays at SD)."""
     from eval.methods import head_features_only
+    from heads import HeadConfig
 
     cfg = _head_config(m)
-    adv = ((cfg.get("training") or {}).get("algo") or {}).get("advantage")
+    training = cfg.get("training") or {}
+    adv = (training.get("algo") or {}).get("advantage")
+    init_w = (training.get("head") or {}).get("init_w")
     parts = ([str(adv)] if adv else []) + (["features only"] if head_features_only(cfg) else [])
+    if init_w is not None and float(init_w) != HeadConfig.init_w:
+        parts.append(f"init w {float(init_w):g}")
     return ", ".join(parts) or None
 
 

@@ -3,7 +3,8 @@ nu_t = w_t * p_t + (1 - w_t) * q_t (DIVERSED's dynamic ensemble).
 
 `linear` is one layer on the concatenation (as in the paper's released code); `mlp` adds one hidden layer.
 The last layer starts at zero weight and bias logit(init_w), so a fresh head outputs exactly init_w everywhere
-(init_w close to 1 = standard speculative decoding) and is independent of the seed until trained.
+(init_w close to 1 = standard speculative decoding; training starts at 0.5, where the sigmoid's slope is largest) and
+is independent of the seed until trained.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class HeadConfig:
     mlp_hidden: int = 64
     use_hidden: bool = True  # False: a features-only head (cheap, model-agnostic)
     normalize: bool = True  # parameter-free layer norm on each hidden block: widths and scales differ
-    init_w: float = 0.95  # w at initialisation (1.0 is clamped to 1 - 1e-4: sigmoid never reaches 1)
+    init_w: float = 0.5  # w at initialisation (1.0 is clamped to 1 - 1e-4: sigmoid never reaches 1)
 
     def __post_init__(self) -> None:
         if self.arch not in ("linear", "mlp"):

@@ -98,7 +98,7 @@ def test_autojudge_method_refuses_an_ensemble_head_and_applies_the_threshold(mic
     cfg.head_path = str(tmp_path / "judge")
     spec = build_method("autojudge", models, cfg)
     assert spec.params["threshold"] == 0.4 and spec.label == "autojudge(t=0.4)"
-    cfg.method.threshold = 0.99  # init_w 0.95 < 0.99: every position verifies against q
+    cfg.method.threshold = 0.99  # init_w 0.5 < 0.99: every position verifies against q
     assert build_method("autojudge", models, cfg).rule.head.threshold == 0.99
 
 

@@ -118,6 +118,13 @@ def test_heads_grouped_by_lambda_from_config(tmp_path):
     (head_dir / "config.json").write_text(json.dumps({"training": {"lambda": 3.0, "algo": {"advantage": "returns"}},
                                                       "arch": {"use_hidden": False}}))
     assert head_group(m) == "heads (returns, features only)"
+    # so is a head trained from another initial w than today's default (0.5)
+    (head_dir / "config.json").write_text(json.dumps({"training": {"lambda": 0.1, "algo": {"advantage": "returns"},
+                                                                   "head": {"init_w": 0.95}}}))
+    assert head_group(m) == "heads (returns, init w 0.95)"
+    (head_dir / "config.json").write_text(json.dumps({"training": {"lambda": 0.1, "algo": {"advantage": "returns"},
+                                                                   "head": {"init_w": 0.5}}}))
+    assert head_group(m) == "heads (returns)"
 
 
 def test_write_report_from_dirs_makes_picture_and_table(tmp_path):
