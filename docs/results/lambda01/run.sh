@@ -62,3 +62,6 @@ $PY bench/oracle_head.py task=gsm8k eval.num_samples=300 seed=1 eval.batch_size=
   --out $O/oracle_gsm8k
 $PY bench/const_head.py artifacts/models/tiny/target artifacts/models/tiny/draft runs/const_heads/tiny_default
 $PY bench/head_report.py task=gsm8k head=runs/const_heads/tiny_default --n 60 seed=1 --out runs/tv_profile/tiny_default
+for m in ar_target ar_draft; do   # greedy accuracy (issue 4's target bar)
+  $PY eval/run.py task=gsm8k method=$m temperature=0 seed=1 eval.num_samples=200 eval.progress=false out_dir=$O/greedy_$m
+done
