@@ -14,9 +14,11 @@
 Every model is trained on `format_prompt(ex) + target_text(ex) + <eos>` (after <bos>) over the synthetic
 train splits of gsm8k, cnndm, xsum and mbpp, mixed; the loss covers the completion and <eos> only.
 Resumable: each model writes `<name>/DONE` when finished and a checkpoint (model + optimizer) every few
-hundred steps; re-running continues where it stopped. A model or checkpoint of another recipe (e.g. a trio built by
-an older default) is moved to `replaced/` and rebuilt, never resumed into or deleted. Deterministic by seed: the batch of step i depends on
-(seed, i) only. Where the trio lives: --out, else $SPECDEC_MODELS_DIR, else artifacts/models/tiny.
+hundred steps; re-running continues where it stopped. A model or checkpoint of another recipe (e.g. a trio built
+by an older default) is moved to `replaced/` and rebuilt, never resumed into or deleted. Deterministic by seed: the
+batch of step i depends on (seed, i) only, and the weights are bit-identical on one machine and thread count (not
+across them: the manifest records both). Where the trio lives: --out, else $SPECDEC_MODELS_DIR, else
+artifacts/models/tiny.
 """
 
 from __future__ import annotations
@@ -416,13 +418,13 @@ def machine_info() -> dict:
 
 
 def ensure_embedded(dir: str | Path | None = None, seed: int = 0) -> Path:
-    """The embedded trio's directory, building it first (once, ~15 minutes on 2 cores) when missing. The default
+    """The embedded trio's directory, building it first (once, ~12 minutes on 2 cores) when missing. The default
     directory is also brought up to the current default recipe (a trio built by an older default has its changed
     models rebuilt, the old ones kept under replaced/); a trio elsewhere is used as it is."""
     out = resolve_dir(dir)
     if not is_built(out):
         print(f"[specdec] embedded model trio not found in {out}: building it now with `python -m "
-              f"data.build_models` (synthetic data, ~15 min on 2 CPU cores, resumable)", flush=True)
+              f"data.build_models` (synthetic data, ~12 min on 2 CPU cores, resumable)", flush=True)
         build(out, seed=seed)
     elif out == resolve_dir(DEFAULT_DIR) and not built_by(out, DEFAULT):
         print(f"[specdec] the trio in {out} was built by another recipe than the current default: rebuilding the "
