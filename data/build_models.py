@@ -403,7 +403,7 @@ def built_by(out: str | Path, recipe: Recipe) -> bool:
         m = json.loads((Path(out) / "manifest.json").read_text())
     except (OSError, ValueError):
         return False
-    return json.loads(json.dumps(asdict(recipe))) == m.get("recipe")
+    return _same_recipe({"recipe": m.get("recipe")}, {"recipe": asdict(recipe)})
 
 
 def machine_info() -> dict:

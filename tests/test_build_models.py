@@ -85,7 +85,7 @@ def test_default_recipe_is_the_style_c_pruned_draft_beside_the_same_target():
     assert bm.RECIPES["default"] is d and bm.build.__defaults__[2] is d
 
 
-def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys):
+def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys, monkeypatch):
     """A DONE model or a checkpoint trained under other settings is never returned or resumed into: it moves to
     replaced/ (kept, not deleted) and the model is trained afresh under the requested recipe."""
     pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
@@ -100,17 +100,17 @@ def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys):
 
     # a partial run's checkpoint of another recipe: set aside, training starts from step 0
     longer = replace(tr, steps=6)
+    real_lr = bm.lr_at
+
     def crash_at_3(step, t):
         if step == 3:
             raise KeyboardInterrupt("simulated kill")
-        return tr.lr
-    real_lr = bm.lr_at
-    bm.lr_at = crash_at_3
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            bm.train_model("draft", bm.MICRO.draft, longer, pools, tmp_path, 0, ckpt_every=2, progress=False)
-    finally:
-        bm.lr_at = real_lr
+        return real_lr(step, t)
+
+    monkeypatch.setattr(bm, "lr_at", crash_at_3)
+    with pytest.raises(KeyboardInterrupt):
+        bm.train_model("draft", bm.MICRO.draft, longer, pools, tmp_path, 0, ckpt_every=2, progress=False)
+    monkeypatch.setattr(bm, "lr_at", real_lr)
     assert (tmp_path / "draft.ckpt.pt").exists()
     rec = bm.train_model("draft", bm.MICRO.draft, replace(longer, lr=tr.lr / 3), pools, tmp_path, 0,
                          ckpt_every=100, progress=False)
