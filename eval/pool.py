@@ -199,8 +199,9 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
             continue
         p = paired_difference(data[ref], data[lab], level=level)
         (lo, hi), (alo, ahi) = p["score_ci"], p["accept_ci"]
-        lines.append(f"| {lab} (n={p['n']}) | {p['score']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {p['accept']:+.3f} | "
-                     f"[{alo:+.3f}, {ahi:+.3f}] |")
+        # an autoregressive method drafts nothing: it has no acceptance to differ in
+        acc = (f"{p['accept']:+.3f} | [{alo:+.3f}, {ahi:+.3f}]" if np.isfinite(p["accept"]) else "- | -")
+        lines.append(f"| {lab} (n={p['n']}) | {p['score']:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {acc} |")
     methods = {lab: method_of(run_dirs, lab) for lab in labels}
     line = above_static_line(data, ref, methods, level=level) if methods[ref] == "diversed" else None
     if line is not None:

@@ -154,3 +154,13 @@ def test_two_runs_of_one_method_keep_their_directory_names_in_the_bars(two_sets)
         shutil.copytree(d / "diversed(λ=3)", d / "diversed(λ=3, seed 2)")
     text = report(two_sets)
     assert "**diversed(λ=3)**" in text and "**diversed(λ=3, seed 2)**" in text
+
+
+def test_an_autoregressive_method_is_paired_on_score_only(tmp_path):
+    # ar_target drafts nothing: its acceptance difference is undefined and shows as "-", not as nan
+    run = tmp_path / "set"
+    write_method(run, "sd", [(1.0, 6, 8), (0.0, 2, 8)])
+    write_method(run, "ar_target", [(0.0, 0, 0), (0.0, 0, 0)])
+    text = report([run], ref="sd")
+    assert "| ar_target (n=2) | +0.500 |" in text and text.count("nan") == 0
+    assert "| - | - |" in text
