@@ -15,5 +15,6 @@ run() { local t0=$SECONDS; nice -n 5 .venv/bin/python eval/frontier.py "${COMMON
         echo "[run_gsm8k.sh] $* took $((SECONDS - t0)) s"; }
 run 'frontier.baselines=[sd]' 'frontier.grid=[0.0,0.5,0.85]'
 run 'frontier.baselines=[]' 'frontier.grid=[0.25,0.7,0.95]'
-# The baselines of issue 10 section 2 (run on 2026-12-02, session 11, THREADS=1 beside the CNN/DM baselines).
+# The baselines of issue 10 section 2 (session 11: ar_target on 1 thread beside the CNN/DM job, lossy and cascade
+# on 2 threads alone; two fp32 real-pair processes (~11 GB each) do not fit beside each other for long in 24 GiB).
 run 'frontier.baselines=[ar_target,lossy,cascade]' 'frontier.grid=[]'
