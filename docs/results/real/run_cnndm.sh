@@ -20,8 +20,8 @@ run() { local t0=$SECONDS; nice -n 5 .venv/bin/python eval/frontier.py "${COMMON
 # and the CPU went to the GSM8K head's third evaluation set. Rerun as is to add them (resume skips finished methods).
 run 'frontier.baselines=[sd]' 'frontier.grid=[0.0,0.5,0.85]'
 run 'frontier.baselines=[]' 'frontier.grid=[0.25,0.7,0.95]'
-# The baselines of issue 10 section 2 (session 11: ar_target on 1 thread beside the GSM8K job, which two fp32
-# real-pair processes (~11 GB each) cannot share for long in 24 GiB; lossy and cascade on 2 threads alone).
+# The baselines of issue 10 section 2 (session 11: ar_target on 1 thread beside the GSM8K job, lossy and cascade
+# on 2 threads alone; two fp32 real-pair processes (~11 GB each) do not fit beside each other for long in 24 GiB).
 run 'frontier.baselines=[ar_target,lossy,cascade]' 'frontier.grid=[]'
 # tables and picture of docs/results/real/cnndm/
 .venv/bin/python eval/frontier.py task=cnndm "frontier.from_dirs=[$OUT]" out_dir=docs/results/real/cnndm

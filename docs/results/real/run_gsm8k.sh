@@ -20,6 +20,6 @@ run 'frontier.baselines=[]' 'frontier.grid=[0.25,0.7,0.95]'
 run 'frontier.baselines=[ar_target,lossy,cascade]' 'frontier.grid=[]'
 # The digit oracle of issue 10 section 2 at one w0 (session 11; 638 s of decoding on 2 threads); its table is
 # docs/results/real/gsm8k/baselines/oracle.md.
-nice -n 5 .venv/bin/python bench/oracle_head.py model=qwen25coder_15b_05b task=gsm8k data.path=../shared/data/gsm8k/test.jsonl \
-    eval.num_samples=$N eval.max_new_tokens=$MAX_NEW eval.batch_size=8 temperature=1.0 seed=0 num_threads=${THREADS:-1} \
-    resume=true --no-sd --static '' --w0 0.5 --out runs/real/gsm8k_oracle_n${N}_m${MAX_NEW}
+# The same settings as the frontier (COMMON; the oracle writes under --out and ignores out_dir).
+nice -n 5 .venv/bin/python bench/oracle_head.py "${COMMON[@]}" --no-sd --static '' --w0 0.5 \
+    --out runs/real/gsm8k_oracle_n${N}_m${MAX_NEW}
