@@ -104,17 +104,20 @@ def head_lambda(m: dict) -> float | None:
 
 
 def head_recipe(m: dict) -> str | None:
-    """The training recipe of a head run, when its config.json says: its advantage estimator (algo.advantage),
-    plus "features only" for a head that reads no hidden states, plus its initial w when that is not today's
-    default (a head started near w = 1 is another recipe: at small λ it stays at SD)."""
+    """The training recipe of a head run, when its config.json says: its advantage estimator (algo.advantage;
+    for forks and critic also the continuation of the fork branches, policy or greedy_target), plus "features
+    only" for a head that reads no hidden states, plus its initial w when that is not today's default (a head
+    started near w = 1 is another recipe: at small λ it stays at SD)."""
     from eval.methods import head_features_only
     from heads import HeadConfig
 
     cfg = _head_config(m)
     training = cfg.get("training") or {}
-    adv = (training.get("algo") or {}).get("advantage")
+    algo = training.get("algo") or {}
+    adv = algo.get("advantage")
     init_w = (training.get("head") or {}).get("init_w")
-    parts = ([str(adv)] if adv else []) + (["features only"] if head_features_only(cfg) else [])
+    cont = (algo.get("forks") or {}).get("continuation") if adv in ("forks", "critic") else None
+    parts = ([f"{adv} {cont}" if cont else str(adv)] if adv else []) + (["features only"] if head_features_only(cfg) else [])
     if init_w is not None and float(init_w) != HeadConfig.init_w:
         parts.append(f"init w {float(init_w):g}")
     return ", ".join(parts) or None
@@ -265,7 +268,7 @@ def comparison_lines(rows: list[dict]) -> list[str]:
 BASELINE_MARKERS = {"sd": "D", "lossy": "s", "cascade": "^", "autojudge": "P", "ar_draft": "v"}
 BASELINE_COLORS = {"sd": "black", "lossy": "tab:green", "cascade": "tab:purple", "autojudge": "tab:orange",
                    "ar_draft": "tab:brown"}
-HEAD_COLORS = ("tab:red", "tab:pink", "tab:olive", "tab:cyan")
+HEAD_COLORS = ("tab:red", "tab:pink", "tab:olive", "tab:cyan", "darkgoldenrod", "teal", "navy")
 
 
 def _yerr(m: dict) -> list[list[float]] | None:
@@ -311,10 +314,17 @@ def plot_quality_vs_acceptance(rows: list[dict], path: Path, title: str = "") ->
         _series(ax, hs, lambda m: (head_lambda(m) is None, head_lambda(m) or 0, m["label"]),
                 f"{g} (over training λ)", HEAD_COLORS[i % len(HEAD_COLORS)], "*",
                 lambda m: f"λ={head_lambda(m):g}" if head_lambda(m) is not None else m["label"])
+    baselines: dict[str, list[dict]] = {}
     for m in pts:
         if kind(m) == "baseline":
-            c = BASELINE_COLORS.get(m["method"], "tab:gray")
-            _series(ax, [m], lambda m: 0, m["label"], c, BASELINE_MARKERS.get(m["method"], "X"), lambda m: "")
+            baselines.setdefault(m["method"], []).append(m)
+    for meth, bs in baselines.items():  # one method at several settings (AutoJudge's thresholds): one curve
+        c, mk = BASELINE_COLORS.get(meth, "tab:gray"), BASELINE_MARKERS.get(meth, "X")
+        if len(bs) == 1:
+            _series(ax, bs, lambda m: 0, bs[0]["label"], c, mk, lambda m: "")
+        else:
+            _series(ax, bs, lambda m: m["acceptance_rate"], f"{meth} (over its setting)", c, mk,
+                    lambda m, meth=meth: m["label"].removeprefix(meth).strip("()"))
     for m in rows:  # autoregressive decoding drafts nothing: its quality is a reference level
         if m["method"] == "ar_target" and m.get("task_score") is not None:
             ax.axhline(m["task_score"], color="gray", ls="--", lw=1, label=f"ar_target ({m['task_score']:.3f})")

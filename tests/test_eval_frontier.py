@@ -125,15 +125,21 @@ def test_heads_grouped_by_lambda_from_config(tmp_path):
     (head_dir / "config.json").write_text(json.dumps({"training": {"lambda": 0.1, "algo": {"advantage": "returns"},
                                                                    "head": {"init_w": 0.5}}}))
     assert head_group(m) == "heads (returns)"
+    # fork branches continued by the policy or by the target's greedy decoding: two recipes, not two λ points
+    for cont in ("policy", "greedy_target"):
+        algo = {"advantage": "critic", "forks": {"continuation": cont}}
+        (head_dir / "config.json").write_text(json.dumps({"training": {"lambda": 0.1, "algo": algo}}))
+        assert head_group(m) == f"heads (critic {cont})"
 
 
 def test_write_report_from_dirs_makes_picture_and_table(tmp_path):
     bad = _m("static", "static(w=0.90)", 0.5, 0.6, 0.9, off=+0.03, w=0.9)
-    for i, m in enumerate(_rows() + [bad]):
+    judge2 = _m("autojudge", "autojudge(t=0.2)", 0.55, 0.75, 0.8, off=0.02)  # a second setting: drawn as a curve
+    for i, m in enumerate(_rows() + [bad, judge2]):
         (tmp_path / "runs" / str(i)).mkdir(parents=True)
         (tmp_path / "runs" / str(i) / "metrics.json").write_text(json.dumps(m))
     rows = collect([tmp_path / "runs"])
-    assert len(rows) == 12
+    assert len(rows) == 13
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         paths = write_report(rows, tmp_path / "out", "test")

@@ -65,3 +65,26 @@ $PY bench/head_report.py task=gsm8k head=runs/const_heads/tiny_default --n 60 se
 for m in ar_target ar_draft; do   # greedy accuracy (issue 4's target bar)
   $PY eval/run.py task=gsm8k method=$m temperature=0 seed=1 eval.num_samples=200 eval.progress=false out_dir=$O/greedy_$m
 done
+# the estimators of algo.advantage from w = 0.5 at the default run's decoded tokens, and AutoJudge on this trio with
+# its threshold swept (grid fixed before any ran); paired with the reported set's rows (estimators_pool.md)
+A=${A:-runs/adv05}
+mkdir -p $A/gsm8k_lam0.1/returns && ln -sfn "$PWD/$H/init05_lam0.1" $A/gsm8k_lam0.1/returns/train  # the default run
+$PY bench/advantages.py --task gsm8k --lam 0.1 --budget 809253 --eval-n 300 --eval-seed 1 --out $A \
+  --variants returns forks_policy critic_policy forks_greedy critic_greedy
+[ -f $A/autojudge/head/config.json ] || $PY train/autojudge.py task=gsm8k mine.prompts=400 hydra.run.dir=$A/autojudge
+$PY eval/run.py task=gsm8k method=autojudge head=$A/autojudge/head seed=1 eval.num_samples=300 eval.progress=false \
+  resume=true out_dir=$A/autojudge_eval
+for t in 0.01 0.03 0.1 0.2; do
+  $PY eval/run.py task=gsm8k method=autojudge head=$A/autojudge/head seed=1 method.threshold=$t \
+    eval.num_samples=300 eval.progress=false resume=true out_dir=$A/autojudge_t$t
+done
+P=$A/pool; mkdir -p $P; F=$PWD/$O/gsm8k/frontier
+for d in sd 'static(w=0.00)' 'static(w=0.50)' 'static(w=0.70)' 'static(w=0.85)' 'static(w=0.95)'; do ln -sfn "$F/$d" "$P/$d"; done
+ln -sfn "$F/diversed(λ=0.1, seed 2)" "$P/diversed(λ=0.1, returns, training seed 2)"
+for v in returns "forks policy" "critic policy" "forks greedy" "critic greedy"; do
+  ln -sfn "$PWD/$A/gsm8k_lam0.1/${v/ /_}/eval" "$P/diversed(λ=0.1, $v)"
+done
+ln -sfn "$PWD/$A/autojudge_eval" "$P/autojudge(t=0.055, 90% recall)"  # 0.055: the threshold this mining exported
+for t in 0.01 0.03 0.1 0.2; do ln -sfn "$PWD/$A/autojudge_t$t" "$P/autojudge(t=$t)"; done
+$PY eval/pool.py $P --ref 'diversed(λ=0.1, returns)' --plot docs/results/lambda01/estimators_pool.png \
+  > docs/results/lambda01/estimators_pool.md
