@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The user's defaults on the real pair's GSM8K: lambda 0.1 per token and the head started at w = 0.5 (head.init_w),
+# and the default learning rate (algo.lr=0.003). Everything else is the lambda = 3 run of run_gsm8k.sh (hidden-state
+# linear head, REINFORCE++ with returns, 8 prompts a step, one sample each, 320 new tokens, the same disjoint training
+# prompts). A first attempt kept that run's lr 0.03 (LR=0.03 RUN=runs/real/head_gsm8k_lam01_init05_lr03): one update
+# took the mean w from 0.5 to 0.004 (the 0.5B alone) and it was stopped after 3 steps (docs/results/real_head/gsm8k/).
+# Fixed before the run: train up to 90 minutes (MINUTES; resumable: rerun the line), then evaluate on set 1
+# (runs/real/gsm8k_t1_n16_m320, where ar_target, lossy and cascade ran; sd and the static line there are in
+# docs/results/real_head/gsm8k/), then set 2 (data seed 7, decoding seed 1).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PY=${PY:-.venv/bin/python}
+NT=${NT:-2}    # torch threads; 1 when another job shares the 2 cores (2 threads then spin-wait: 4x slower measured)
+NTE=${NTE:-$NT}  # for the evaluations
+RUN=${RUN:-runs/real/head_gsm8k_lam01_init05}
+LR=${LR:-0.003}
+MINUTES=${MINUTES:-90}
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+[ -f $RUN/head/config.json ] || nice -n 2 $PY train/run.py task=gsm8k model=qwen25coder_15b_05b \
+  data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=0.1 head.init_w=0.5 algo.lr=$LR \
+  rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=320 num_threads=$NT \
+  train.steps=200 train.max_minutes=$MINUTES checkpoint.every=1 checkpoint.keep=3 logger=disabled progress=false \
+  resume=true hydra.run.dir=$RUN
+EVAL=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl
+      eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=$NTE resume=true)
+nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=0 seed=0 out_dir=runs/real/gsm8k_t1_n16_m320 \
+  'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
+nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=7 seed=1 out_dir=runs/real/gsm8k_t1_n16_m320_d7s1 \
+  'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
