@@ -117,7 +117,8 @@ def head_recipe(m: dict) -> str | None:
     adv = algo.get("advantage")
     init_w = (training.get("head") or {}).get("init_w")
     cont = (algo.get("forks") or {}).get("continuation") if adv in ("forks", "critic") else None
-    parts = ([f"{adv} {cont}" if cont else str(adv)] if adv else []) + (["features only"] if head_features_only(cfg) else [])
+    estimator = " ".join(str(x) for x in (adv, cont) if x)
+    parts = ([estimator] if estimator else []) + (["features only"] if head_features_only(cfg) else [])
     if init_w is not None and float(init_w) != HeadConfig.init_w:
         parts.append(f"init w {float(init_w):g}")
     return ", ".join(parts) or None
