@@ -7,6 +7,11 @@
 # Fixed before the run: train up to 90 minutes (MINUTES; resumable: rerun the line), then evaluate on set 1
 # (runs/real/gsm8k_t1_n16_m320, where ar_target, lossy and cascade ran; sd and the static line there are in
 # docs/results/real_head/gsm8k/), then set 2 (data seed 7, decoding seed 1).
+# The group-baseline variant (a later session; the same 8 rollouts a step, 2 prompts x 4 samples, the per-prompt
+# mean subtracted), evaluated beside the sets' other rows in its own directories:
+#   ALGO=reinforce_pp_group PPS=2 SPP=4 STEPS=17 RUN=runs/real/head_gsm8k_lam01_init05_group \
+#   OUT1=runs/real/group/set1 OUT2=runs/real/group/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
+# (17 steps: the rollouts the defaults run made in its 90 minutes, 136, so the two compare at equal decoding.)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PY:-.venv/bin/python}
@@ -15,15 +20,21 @@ NTE=${NTE:-$NT}  # for the evaluations
 RUN=${RUN:-runs/real/head_gsm8k_lam01_init05}
 LR=${LR:-0.003}
 MINUTES=${MINUTES:-90}
+STEPS=${STEPS:-200}  # the budget is MINUTES unless this stops it first
+ALGO=${ALGO:-reinforce_pp}
+PPS=${PPS:-8}  # prompts per step
+SPP=${SPP:-1}  # samples per prompt
+OUT1=${OUT1:-runs/real/gsm8k_t1_n16_m320}
+OUT2=${OUT2:-runs/real/gsm8k_t1_n16_m320_d7s1}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 [ -f $RUN/head/config.json ] || nice -n 2 $PY train/run.py task=gsm8k model=qwen25coder_15b_05b \
-  data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=0.1 head.init_w=0.5 algo.lr=$LR \
-  rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=320 num_threads=$NT \
-  train.steps=200 train.max_minutes=$MINUTES checkpoint.every=1 checkpoint.keep=3 logger=disabled progress=false \
+  data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=0.1 head.init_w=0.5 \
+  algo=$ALGO algo.lr=$LR rollout.prompts_per_step=$PPS rollout.samples_per_prompt=$SPP rollout.max_new_tokens=320 \
+  num_threads=$NT train.steps=$STEPS train.max_minutes=$MINUTES checkpoint.every=1 checkpoint.keep=3 logger=disabled progress=false \
   resume=true hydra.run.dir=$RUN
 EVAL=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl
       eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=$NTE resume=true)
-nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=0 seed=0 out_dir=runs/real/gsm8k_t1_n16_m320 \
+nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=0 seed=0 out_dir=$OUT1 \
   'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
-nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=7 seed=1 out_dir=runs/real/gsm8k_t1_n16_m320_d7s1 \
+nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=7 seed=1 out_dir=$OUT2 \
   'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
