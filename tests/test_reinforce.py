@@ -13,6 +13,7 @@ from train.reinforce import (
     clipped_pg_loss,
     compute_advantages,
     group_baseline,
+    is_flat,
     log_nu,
     masked_global_mean_std,
     policy_loss,
@@ -58,6 +59,49 @@ def test_constant_returns_give_zero_advantages_at_scale_one():
     adv, scale = compute_advantages(algo="reinforce_pp", task_reward=torch.zeros(3, dtype=torch.float64), mask=MASK,
                                     group=None, logp_old=zeros, logp_ref=zeros, kl_coef=0.1, lam_per_token=None)
     assert scale == 1.0 and torch.equal(adv, zeros)
+
+
+def _kl_only_batch(task_reward, group=None, flat_reward="normalise"):
+    g = torch.Generator().manual_seed(3)
+    logp_old = -torch.rand(3, 4, generator=g, dtype=torch.float64)
+    logp_ref = logp_old - 0.05 * torch.rand(3, 4, generator=g, dtype=torch.float64)  # a small KL, as after a step
+    return compute_advantages(algo="reinforce_pp", task_reward=task_reward, mask=MASK, group=group,
+                              logp_old=logp_old, logp_ref=logp_ref, kl_coef=0.01, lam_per_token=None,
+                              group_baseline_on=group is not None, flat_reward=flat_reward)
+
+
+def test_flat_task_reward_normalises_by_the_kl_alone_by_default_and_unit_scale_keeps_scale_one():
+    """All task rewards equal: the returns vary only by the KL penalty. The default divides by that tiny std (so
+    policy_loss's lam / scale is inflated); unit_scale returns G - mean at scale 1."""
+    flat = torch.full((3,), 1.0, dtype=torch.float64)
+    adv_n, scale_n = _kl_only_batch(flat)
+    assert scale_n < 1e-2 and abs(adv_n[MASK].std(unbiased=False).item() - 1) < 1e-3  # EPS 1e-8 vs std ~3e-4
+    adv_u, scale_u = _kl_only_batch(flat, flat_reward="unit_scale")
+    assert scale_u == 1.0
+    # unit_scale is the default's advantages times its scale: the same direction, unnormalised
+    torch.testing.assert_close(adv_u, adv_n * scale_n, rtol=1e-6, atol=1e-12)
+    assert adv_u[MASK].abs().max().item() < 1e-2
+
+
+def test_unit_scale_changes_nothing_when_task_rewards_vary():
+    adv_n, scale_n = _kl_only_batch(R)
+    adv_u, scale_u = _kl_only_batch(R, flat_reward="unit_scale")
+    assert scale_u == scale_n and torch.equal(adv_u, adv_n)
+
+
+def test_flat_after_the_group_baseline_counts_as_flat():
+    """Each prompt's samples agree (one group all solved, one all failed): no within-prompt signal."""
+    _, scale = _kl_only_batch(torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64),
+                              group=torch.tensor([0, 0, 1]), flat_reward="unit_scale")
+    assert scale == 1.0
+    _, scale = _kl_only_batch(torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64),
+                              group=torch.tensor([0, 0, 1]), flat_reward="unit_scale")
+    assert scale != 1.0
+
+
+def test_unknown_flat_reward_is_an_error():
+    with pytest.raises(ValueError, match="flat_reward"):
+        _kl_only_batch(R, flat_reward="skip")
 
 
 def test_plain_reinforce_uses_moving_baseline_without_normalisation():
@@ -151,11 +195,15 @@ def _worker(rank, port, xs, ms, out):
     dist.init_process_group("gloo", rank=rank, world_size=2)
     mean, std = masked_global_mean_std(xs[rank], ms[rank])
     out[rank] = torch.stack([mean, std])
+    # rank 0's rewards are flat on their own; the global batch is flat only when rank 1's agree with them
+    out[f"flat{rank}"] = (is_flat(torch.ones(2, dtype=torch.float64)),
+                          is_flat(torch.tensor([1.0, 1.0] if rank == 0 else [1.0, 0.0, 1.0], dtype=torch.float64)))
     dist.destroy_process_group()
 
 
 def test_global_normalisation_spans_ranks():
-    """Two gloo ranks: the mean/std used for normalisation is over the union of both ranks' valid tokens."""
+    """Two gloo ranks: the mean/std used for normalisation is over the union of both ranks' valid tokens, and
+    is_flat (algo.flat_reward) looks at both ranks' rewards."""
     g = torch.Generator().manual_seed(0)
     xs = [torch.randn(2, 5, generator=g, dtype=torch.float64), torch.randn(3, 5, generator=g, dtype=torch.float64)]
     ms = [torch.rand(2, 5, generator=g) > 0.3, torch.rand(3, 5, generator=g) > 0.3]
@@ -168,6 +216,7 @@ def test_global_normalisation_spans_ranks():
     want = torch.stack([allv.mean(), allv.std(unbiased=False)])
     for r in range(2):
         assert torch.allclose(out[r], want, atol=1e-12)
+        assert out[f"flat{r}"] == (True, False)  # the same answer on every rank, from the global batch
 
 
 @pytest.mark.parametrize("bad", ["ppo", ""])

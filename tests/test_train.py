@@ -315,3 +315,25 @@ def test_algo_settings_that_cannot_work_are_clear_errors(micro_trio, tmp_path):
     p = run(smoke_args(micro_trio, tmp_path / "y", "algo=reinforce_pp_group", "rollout.samples_per_prompt=1"))
     assert p.returncode != 0 and "needs rollout.samples_per_prompt >= 2" in p.stdout + p.stderr
     assert not (tmp_path / "y" / "metrics.jsonl").exists()
+    p = run(smoke_args(micro_trio, tmp_path / "z", "algo.flat_reward=skip"))
+    assert p.returncode != 0 and "algo.flat_reward must be 'normalise' or 'unit_scale'" in p.stdout + p.stderr
+
+
+def test_flat_reward_unit_scale_keeps_the_advantage_scale_at_one_in_batches_without_task_signal(gsm8k_run,
+                                                                                                micro_trio, tmp_path):
+    """GSM8K rewards are 0/1, so a step's mean of 0 or 1 means every rollout scored the same. After step 1 the
+    returns of such a batch vary by the KL penalty alone: the default normalises by that (scale << 1, which
+    inflates the lambda term); unit_scale keeps scale 1. Steps with a task signal are normalised by both."""
+    default = metrics(gsm8k_run[0])
+    p = run(smoke_args(micro_trio, tmp_path / "u", "algo.flat_reward=unit_scale"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    unit = metrics(tmp_path / "u")
+    flat_later = [i for i, r in enumerate(default) if r["task_reward"] in (0.0, 1.0) and r["step"] > 1]
+    assert flat_later, "the micro trio gave every step a task signal: nothing to compare"
+    for i in flat_later:
+        assert default[i]["adv_scale"] < 0.1
+    for r in unit:
+        if r["task_reward"] in (0.0, 1.0):
+            assert r["adv_scale"] == 1.0
+        else:
+            assert r["adv_scale"] != 1.0

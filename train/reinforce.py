@@ -77,6 +77,14 @@ def masked_global_mean_std(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.T
     return mean.to(x.dtype), var.sqrt().to(x.dtype)
 
 
+def is_flat(reward: torch.Tensor) -> bool:
+    """Whether every rollout of every rank's batch has the same (task) reward: no task signal in the batch."""
+    r = reward.to(torch.float64)
+    lo = all_reduce(r.min().reshape(1), op=dist.ReduceOp.MIN)
+    hi = all_reduce(r.max().reshape(1), op=dist.ReduceOp.MAX)
+    return bool((hi - lo).abs().item() <= 1e-12)
+
+
 def group_baseline(reward: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
     """reward minus the mean reward of its group (the samples of one prompt; groups live on one rank)."""
     uniq, inv = torch.unique(group, return_inverse=True)
@@ -206,6 +214,7 @@ def compute_advantages(
     gamma: float = 1.0,
     group_baseline_on: bool = False,
     moving_baseline: float | None = None,
+    flat_reward: str = "normalise",
 ) -> tuple[torch.Tensor, float]:
     """[N, T] advantages for algo 'reinforce_pp' (global normalisation) or 'reinforce' (return minus a moving
     baseline, no normalisation), and the scale they were divided by (the returns' std, or 1).
@@ -213,7 +222,16 @@ def compute_advantages(
 
     The scale matters for lambda_mode='differentiable': normalising advantages multiplies the task-reward part
     of the gradient by 1/scale, so the lambda term must be divided by the same scale for the update to follow
-    the stated objective E[R + lambda * sum_t (1 - w_t tv_t)] (see policy_loss's lam argument)."""
+    the stated objective E[R + lambda * sum_t (1 - w_t tv_t)] (see policy_loss's lam argument).
+
+    flat_reward (reinforce_pp only): what to do when every rollout of the global batch has the same task reward
+    (after the group baseline), so the batch carries no task signal. "normalise" (the default, as before): the
+    returns still vary by the KL penalty, and normalising them divides by that std alone (0.012 measured on the
+    real pair against 0.23-0.39 in steps with a correct rollout), which multiplies the lambda term by ~25 and
+    makes the update a full-size step toward the draft. "unit_scale": returns minus their mean, scale 1, as for
+    returns that do not vary at all: such a batch moves the head by the lambda term at its plain size. Adam
+    divides by the running size of past gradients, so this makes the step small only next to the steps with a
+    task signal that came before it; a run whose batches are all flat still moves at Adam's full step."""
     seq_r = task_reward
     if group_baseline_on:
         if group is None:
@@ -223,6 +241,11 @@ def compute_advantages(
     r = token_rewards(seq_r, mask, kl=kl, kl_coef=kl_coef, per_token=lam_per_token)
     g = token_returns(r, mask, gamma)
     if algo == "reinforce_pp":
+        if flat_reward not in ("normalise", "unit_scale"):
+            raise ValueError(f"algo.flat_reward must be 'normalise' or 'unit_scale', got {flat_reward!r}")
+        if flat_reward == "unit_scale" and is_flat(seq_r):
+            mean, _ = masked_global_mean_std(g, mask)
+            return (g - mean) * mask.to(g.dtype), 1.0
         return normalize_advantages(g, mask)
     if algo == "reinforce":
         b = 0.0 if moving_baseline is None else moving_baseline

@@ -108,6 +108,8 @@ class Trainer:
         self.algo = cfg.algo
         if self.algo.lambda_mode not in ("differentiable", "reward"):
             raise ValueError(f"algo.lambda_mode must be 'differentiable' or 'reward', got {self.algo.lambda_mode!r}")
+        if self.algo.get("flat_reward", "normalise") not in ("normalise", "unit_scale"):
+            raise ValueError(f"algo.flat_reward must be 'normalise' or 'unit_scale', got {self.algo.flat_reward!r}")
         self.advantage = str(self.algo.get("advantage", "returns"))
         if self.advantage not in ("returns", "forks", "critic"):
             raise ValueError(f"algo.advantage must be 'returns', 'forks' or 'critic', got {self.advantage!r}")
@@ -283,6 +285,7 @@ class Trainer:
                 algo=algo.name, task_reward=task_reward, mask=b.mask, group=group, logp_old=logp_old,
                 logp_ref=logp_ref, kl_coef=float(algo.kl_coef), lam_per_token=lam_tok, gamma=float(algo.gamma),
                 group_baseline_on=bool(algo.group_baseline), moving_baseline=self.baseline,
+                flat_reward=str(algo.get("flat_reward", "normalise")),
             )
             if algo.name == "reinforce":
                 m = float(algo.baseline_momentum)
