@@ -12,6 +12,14 @@
 #   ALGO=reinforce_pp_group PPS=2 SPP=4 STEPS=17 RUN=runs/real/head_gsm8k_lam01_init05_group \
 #   OUT1=runs/real/group/set1 OUT2=runs/real/group/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
 # (17 steps: the rollouts the defaults run made in its 90 minutes, 136, so the two compare at equal decoding.)
+# The lambda variant (a later session): lambda 3 with the defaults' w = 0.5 and lr 0.003, so against the defaults
+# run only lambda differs (against run_gsm8k.sh's lambda = 3 run, only w and lr). Planned: 17 steps (the defaults
+# run's 136 rollouts) or 90 minutes, then sets 1 and 2:
+#   LAMBDA=3.0 STEPS=17 RUN=runs/real/head_gsm8k_lam3_init05 OUT1=runs/real/lam3_init05/set1 \
+#   OUT2=runs/real/lam3_init05/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
+# That session's machine decoded ~2.5 tok/s (no AVX-512; 710-950 s a step against 223-252 s before), so it was
+# stopped after step 4 and that checkpoint exported and evaluated on sets 1 and 2 (docs/results/real_head/gsm8k/):
+#   .venv/bin/python train/export_checkpoint.py $RUN/checkpoints/step000004 $RUN/head_step4
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PY:-.venv/bin/python}
@@ -19,6 +27,8 @@ NT=${NT:-2}    # torch threads; 1 when another job shares the 2 cores (2 threads
 NTE=${NTE:-$NT}  # for the evaluations
 RUN=${RUN:-runs/real/head_gsm8k_lam01_init05}
 LR=${LR:-0.003}
+LAMBDA=${LAMBDA:-0.1}  # per token
+INIT_W=${INIT_W:-0.5}
 MINUTES=${MINUTES:-90}
 STEPS=${STEPS:-200}  # the budget is MINUTES unless this stops it first
 ALGO=${ALGO:-reinforce_pp}
@@ -28,7 +38,7 @@ OUT1=${OUT1:-runs/real/gsm8k_t1_n16_m320}
 OUT2=${OUT2:-runs/real/gsm8k_t1_n16_m320_d7s1}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 [ -f $RUN/head/config.json ] || nice -n 2 $PY train/run.py task=gsm8k model=qwen25coder_15b_05b \
-  data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=0.1 head.init_w=0.5 \
+  data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=$LAMBDA head.init_w=$INIT_W \
   algo=$ALGO algo.lr=$LR rollout.prompts_per_step=$PPS rollout.samples_per_prompt=$SPP rollout.max_new_tokens=320 \
   num_threads=$NT train.steps=$STEPS train.max_minutes=$MINUTES checkpoint.every=1 checkpoint.keep=3 logger=disabled progress=false \
   resume=true hydra.run.dir=$RUN
