@@ -316,7 +316,7 @@ def test_algo_settings_that_cannot_work_are_clear_errors(micro_trio, tmp_path):
     assert p.returncode != 0 and "needs rollout.samples_per_prompt >= 2" in p.stdout + p.stderr
     assert not (tmp_path / "y" / "metrics.jsonl").exists()
     p = run(smoke_args(micro_trio, tmp_path / "z", "algo.flat_reward=skip"))
-    assert p.returncode != 0 and "algo.flat_reward must be 'normalise' or 'unit_scale'" in p.stdout + p.stderr
+    assert p.returncode != 0 and "algo.flat_reward must be one of ('normalise', 'unit_scale')" in p.stdout + p.stderr
 
 
 def test_flat_reward_unit_scale_keeps_the_advantage_scale_at_one_in_batches_without_task_signal(gsm8k_run,

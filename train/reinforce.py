@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 
 EPS = 1e-8
+FLAT_REWARD_MODES = ("normalise", "unit_scale")  # algo.flat_reward (compute_advantages)
 STD_MIN = 1e-6  # returns with a smaller global std are constant: nothing to normalise
 
 
@@ -80,9 +81,8 @@ def masked_global_mean_std(x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.T
 def is_flat(reward: torch.Tensor) -> bool:
     """Whether every rollout of every rank's batch has the same (task) reward: no task signal in the batch."""
     r = reward.to(torch.float64)
-    lo = all_reduce(r.min().reshape(1), op=dist.ReduceOp.MIN)
-    hi = all_reduce(r.max().reshape(1), op=dist.ReduceOp.MAX)
-    return bool((hi - lo).abs().item() <= 1e-12)
+    neg_lo, hi = all_reduce(torch.stack([-r.min(), r.max()]), op=dist.ReduceOp.MAX)  # one collective
+    return bool((hi + neg_lo).abs().item() <= 1e-12)
 
 
 def group_baseline(reward: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
@@ -241,8 +241,8 @@ def compute_advantages(
     r = token_rewards(seq_r, mask, kl=kl, kl_coef=kl_coef, per_token=lam_per_token)
     g = token_returns(r, mask, gamma)
     if algo == "reinforce_pp":
-        if flat_reward not in ("normalise", "unit_scale"):
-            raise ValueError(f"algo.flat_reward must be 'normalise' or 'unit_scale', got {flat_reward!r}")
+        if flat_reward not in FLAT_REWARD_MODES:
+            raise ValueError(f"algo.flat_reward must be one of {FLAT_REWARD_MODES}, got {flat_reward!r}")
         if flat_reward == "unit_scale" and is_flat(seq_r):
             mean, _ = masked_global_mean_std(g, mask)
             return (g - mean) * mask.to(g.dtype), 1.0

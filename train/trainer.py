@@ -30,6 +30,7 @@ from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.forks import ForkBatch, choose_fork_positions, run_forks
 from train.reinforce import (
+    FLAT_REWARD_MODES,
     all_reduce,
     bernoulli_kl,
     branch_clipped_loss,
@@ -108,8 +109,8 @@ class Trainer:
         self.algo = cfg.algo
         if self.algo.lambda_mode not in ("differentiable", "reward"):
             raise ValueError(f"algo.lambda_mode must be 'differentiable' or 'reward', got {self.algo.lambda_mode!r}")
-        if self.algo.get("flat_reward", "normalise") not in ("normalise", "unit_scale"):
-            raise ValueError(f"algo.flat_reward must be 'normalise' or 'unit_scale', got {self.algo.flat_reward!r}")
+        if self.algo.get("flat_reward", "normalise") not in FLAT_REWARD_MODES:  # before the first rollout
+            raise ValueError(f"algo.flat_reward must be one of {FLAT_REWARD_MODES}, got {self.algo.flat_reward!r}")
         self.advantage = str(self.algo.get("advantage", "returns"))
         if self.advantage not in ("returns", "forks", "critic"):
             raise ValueError(f"algo.advantage must be 'returns', 'forks' or 'critic', got {self.advantage!r}")
