@@ -18,7 +18,8 @@
 #   LAMBDA=3.0 STEPS=17 RUN=runs/real/head_gsm8k_lam3_init05 OUT1=runs/real/lam3_init05/set1 \
 #   OUT2=runs/real/lam3_init05/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
 # That session's machine decoded ~2.5 tok/s (no AVX-512; 710-950 s a step against 223-252 s before), so it was
-# stopped after step 4 and that checkpoint exported and evaluated on sets 1 and 2 (docs/results/real_head/gsm8k/):
+# stopped after step 4 and that checkpoint exported and evaluated on set 1 (set 2 was started, then stopped when set
+# 1 showed w = 0.006, the 0.5B alone; docs/results/real_head/gsm8k/):
 #   .venv/bin/python train/export_checkpoint.py $RUN/checkpoints/step000004 $RUN/head_step4
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
