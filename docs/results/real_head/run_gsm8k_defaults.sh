@@ -26,6 +26,11 @@
 #   FLAT=unit_scale LAMBDA=3.0 STEPS=17 RUN=runs/real/head_gsm8k_lam3_init05_unit OUT1=runs/real/lam3_init05_unit/set1 \
 #   OUT2=runs/real/lam3_init05_unit/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
 # (ran: 17 steps, 4,870 s; sets 1-2: 3 of 32 at acceptance 0.940, mean w 0.23, no collapse; docs/results/real_head/gsm8k/)
+# The start separated from the lr (a later session): the same unit_scale run started at w = 0.95, the start of the
+# lambda = 3 head that won (run_gsm8k.sh, lr 0.03); here lr stays 0.003. 17 steps, then sets 1 and 2:
+#   FLAT=unit_scale LAMBDA=3.0 INIT_W=0.95 STEPS=17 RUN=runs/real/head_gsm8k_lam3_init095_unit \
+#   OUT1=runs/real/lam3_init095_unit/set1 OUT2=runs/real/lam3_init095_unit/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
+# (ran: 17 steps, 3,309 s; sets 1-2: 8 of 32 at acceptance 0.767, mean w 0.87, on the static line beside SD; docs/results/real_head/gsm8k/)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PY:-.venv/bin/python}
