@@ -31,6 +31,8 @@
 #   FLAT=unit_scale LAMBDA=3.0 INIT_W=0.95 STEPS=17 RUN=runs/real/head_gsm8k_lam3_init095_unit \
 #   OUT1=runs/real/lam3_init095_unit/set1 OUT2=runs/real/lam3_init095_unit/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
 # (ran: 17 steps, 3,309 s; sets 1-2: 8 of 32 at acceptance 0.767, mean w 0.87, on the static line beside SD; docs/results/real_head/gsm8k/)
+# then the static points on the same rows (training is skipped once the head exists; finished methods are resumed):
+#   BASELINES=[sd] GRID=[0.85,0.95] <the same line>
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PY:-.venv/bin/python}
@@ -48,6 +50,8 @@ PPS=${PPS:-8}  # prompts per step
 SPP=${SPP:-1}  # samples per prompt
 OUT1=${OUT1:-runs/real/gsm8k_t1_n16_m320}
 OUT2=${OUT2:-runs/real/gsm8k_t1_n16_m320_d7s1}
+BASELINES=${BASELINES:-[]}  # frontier.baselines and frontier.grid beside the head, e.g. [sd] and [0.85,0.95]
+GRID=${GRID:-[]}
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 [ -f $RUN/head/config.json ] || nice -n 2 $PY train/run.py task=gsm8k model=qwen25coder_15b_05b \
   data.path=../shared/data/gsm8k/test.jsonl 'data.holdout={n:16,seed:0}' lambda=$LAMBDA head.init_w=$INIT_W \
@@ -57,6 +61,6 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 EVAL=(task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl
       eval.num_samples=16 eval.max_new_tokens=320 eval.batch_size=8 temperature=1.0 num_threads=$NTE resume=true)
 nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=0 seed=0 out_dir=$OUT1 \
-  'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
+  "frontier.baselines=$BASELINES" "frontier.grid=$GRID" "heads=[$RUN/head]"
 nice -n 2 $PY eval/frontier.py "${EVAL[@]}" task.data.seed=7 seed=1 out_dir=$OUT2 \
-  'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$RUN/head]"
+  "frontier.baselines=$BASELINES" "frontier.grid=$GRID" "heads=[$RUN/head]"
