@@ -33,6 +33,10 @@
 # (ran: 17 steps, 3,309 s; sets 1-2: 8 of 32 at acceptance 0.767, mean w 0.87, on the static line beside SD; docs/results/real_head/gsm8k/)
 # then the static points on the same rows (training is skipped once the head exists; finished methods are resumed):
 #   BASELINES=[sd] GRID=[0.85,0.95] <the same line>
+# lambda 0.1 with the winning run's start and lr (w = 0.95, lr 0.03; a later session), 17 steps, then sets 1 and 2:
+#   LR=0.03 INIT_W=0.95 LAMBDA=0.1 STEPS=17 RUN=runs/real/head_gsm8k_lam01_init095_lr03 \
+#   OUT1=runs/real/lam01_init095_lr03/set1 OUT2=runs/real/lam01_init095_lr03/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
+# (ran: 17 steps, 3,344 s; w saturated at 1 from step 3; sets 1-2: 8 of 32 at acceptance 0.750, i.e. SD; docs/results/real_head/gsm8k/)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${PY:-.venv/bin/python}
