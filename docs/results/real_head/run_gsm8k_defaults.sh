@@ -38,7 +38,8 @@
 #   OUT1=runs/real/lam01_init095_lr03/set1 OUT2=runs/real/lam01_init095_lr03/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
 # (ran: 17 steps, 3,344 s; w saturated at 1 from step 3; sets 1-2: 8 of 32 at acceptance 0.750, i.e. SD; docs/results/real_head/gsm8k/)
 # lambda 6 with the same start and lr (a later session; against the run above only lambda differs), then sets 1 and 2,
-# then the paired static w = 0 (the committed static point above the head's acceptance) with GRID=[0.0] <the same line>:
+# then the paired static w = 0 (the committed static point above the head's acceptance) with GRID=[0.0] <the same line>,
+# then sd with BASELINES=[sd] <the same line>:
 #   LR=0.03 INIT_W=0.95 LAMBDA=6.0 STEPS=17 RUN=runs/real/head_gsm8k_lam6_init095_lr03 \
 #   OUT1=runs/real/lam6_init095_lr03/set1 OUT2=runs/real/lam6_init095_lr03/set2 bash docs/results/real_head/run_gsm8k_defaults.sh
 # (ran: 17 steps, 3,379 s; w bimodal, mean 0.2-0.36; sets 1-2: 2 of 32 at acceptance 0.964, the 0.5B's score; docs/results/real_head/gsm8k/)
