@@ -293,7 +293,7 @@ def test_max_minutes_stops_after_the_step_that_spends_it_and_holds_over_resume(m
     assert len(metrics(run_dir)) == 1
 
 
-def test_critic_advantage_trains_and_resumes_exactly(micro_trio, tmp_path):
+def test_critic_advantage_trains_and_resumes_exactly(micro_trio, gsm8k_run, tmp_path):
     """algo.advantage=critic: the critic (and its buffer) are checkpointed, so kill + resume equals a full run."""
     full, killed = tmp_path / "full", tmp_path / "killed"
     p = run(smoke_args(micro_trio, full, "algo.advantage=critic"))
@@ -307,6 +307,15 @@ def test_critic_advantage_trains_and_resumes_exactly(micro_trio, tmp_path):
     for ra, rb in zip(rows, metrics(killed)):
         for k in ra.keys() - TIMING_KEYS - {"time_forks"}:
             assert ra[k] == rb[k], (ra["step"], k, ra[k], rb[k])
+    # bench/fork_gaps.py reads the forks the newest checkpoint keeps: the head's inputs and the gaps, one per fork
+    from bench.fork_gaps import load_forks
+
+    d = load_forks(full)
+    # a gap is a difference of two returns: task reward in [0, 1] plus lambda (0.1) times a mean acceptance
+    assert len(d["y"]) == sum(r["forks"] for r in rows) and float(d["y"].abs().max()) <= 1.1
+    assert d["feats"].shape == (len(d["y"]), 5) and len(d["h_q"]) == len(d["h_p"]) == len(d["y"])
+    with pytest.raises(SystemExit, match="not a critic run"):
+        load_forks(gsm8k_run[0])  # a returns run keeps no forks
 
 
 def test_algo_settings_that_cannot_work_are_clear_errors(micro_trio, tmp_path):

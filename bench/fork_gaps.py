@@ -1,0 +1,166 @@
+"""Whether a per-token rule has anything to learn: how much of the fork gap the head's inputs predict.
+
+    python bench/fork_gaps.py <run dir of algo.advantage=critic> [--folds 5] [--out DIR]
+
+A critic run keeps its most recent forks in every checkpoint (`algo.critic.buffer`): the head's inputs at the fork
+position (h_q, h_p, the pair features) and the gap y = G+ - G- of the two continuations, whose expectation given the
+context is Delta_t / TV_t (train/forks.py). Fork positions are drawn with probability proportional to TV_t, so a
+mean of y over any set of forks is the task value lost per unit of acceptance gained by relaxing those positions.
+
+ν is linear in w, so relaxing position t costs TV_t * E[y_t] of task value and buys TV_t of acceptance. If E[y | the
+head's inputs] were the same everywhere, every head would lose the same value per unit of acceptance as a static
+weight: all would lie on the static line. A head can beat the line only by the spread of E[y | inputs]. This
+measures that spread out of sample: ridge regressions of y on (a) the pair features alone and (b) the head's whole
+input (layer-normed hidden states + features, as heads.EnsembleHead sees them), the ridge strength chosen inside
+each training fold; then held-out R^2 and the mean gap by quintile of the out-of-fold prediction, with 95% CIs.
+Writes fork_gaps.{md,json} to --out (default: the run dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specdec.targets import PAIR_FEATURES  # noqa: E402
+from train.checkpoint import resolve_resume, verify_checkpoint  # noqa: E402
+
+ALPHAS = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
+
+
+def load_forks(run_dir: Path) -> dict[str, torch.Tensor]:
+    """The fork buffer of a critic run's newest checkpoint (verified against its manifest first)."""
+    ckpt = resolve_resume(run_dir / "checkpoints", None)
+    if ckpt is None:
+        raise SystemExit(f"{run_dir}: no checkpoint under checkpoints/")
+    verify_checkpoint(ckpt)
+    state = torch.load(ckpt / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)
+    if "critic" not in state:
+        raise SystemExit(f"{ckpt}: not a critic run (algo.advantage=critic keeps the forks; this one has none)")
+    return {k: v.double() for k, v in state["critic"]["data"].items()}
+
+
+def design(d: dict[str, torch.Tensor], inputs: str) -> torch.Tensor:
+    """The regressors: the pair features, or the head's whole input (layer-normed hidden blocks + features)."""
+    if inputs == "features":
+        return d["feats"]
+    return torch.cat([F.layer_norm(d["h_q"], d["h_q"].shape[-1:]), F.layer_norm(d["h_p"], d["h_p"].shape[-1:]),
+                      d["feats"]], dim=-1)
+
+
+def ridge_fit(X: torch.Tensor, y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Ridge on standardised columns (intercept unpenalised): returns (mean, scale, coefficients with intercept)."""
+    mu, sd = X.mean(0), X.std(0).clamp_min(1e-8)
+    Z = torch.cat([torch.ones(len(X), 1, dtype=X.dtype), (X - mu) / sd], dim=1)
+    reg = alpha * torch.eye(Z.shape[1], dtype=X.dtype)
+    reg[0, 0] = 0.0
+    beta = torch.linalg.solve(Z.T @ Z + reg, Z.T @ y)
+    return mu, sd, beta
+
+
+def ridge_predict(model: tuple[torch.Tensor, torch.Tensor, torch.Tensor], X: torch.Tensor) -> torch.Tensor:
+    mu, sd, beta = model
+    return beta[0] + ((X - mu) / sd) @ beta[1:]
+
+
+def folds_of(n: int, k: int, seed: int) -> list[torch.Tensor]:
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    return list(torch.tensor_split(perm, k))
+
+
+def out_of_fold(X: torch.Tensor, y: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, list[float]]:
+    """Out-of-fold ridge predictions; the ridge strength of each outer fold is chosen by an inner k-fold split
+    of its training part (never by the held-out fold)."""
+    pred = torch.empty_like(y)
+    chosen = []
+    for test in folds_of(len(y), k, seed):
+        train = torch.ones(len(y), dtype=torch.bool)
+        train[test] = False
+        Xt, yt = X[train], y[train]
+        inner = folds_of(len(yt), k, seed + 1)
+        best, best_err = ALPHAS[0], math.inf
+        for a in ALPHAS:
+            err = 0.0
+            for v in inner:
+                m = torch.ones(len(yt), dtype=torch.bool)
+                m[v] = False
+                err += float(((ridge_predict(ridge_fit(Xt[m], yt[m], a), Xt[v]) - yt[v]) ** 2).sum())
+            if err < best_err:
+                best, best_err = a, err
+        pred[test] = ridge_predict(ridge_fit(Xt, yt, best), X[test])
+        chosen.append(best)
+    return pred, chosen
+
+
+def mean_ci(x: torch.Tensor) -> tuple[float, float]:
+    """Mean and the half-width of its normal 95% interval."""
+    return float(x.mean()), 1.96 * float(x.std()) / math.sqrt(max(len(x), 1))
+
+
+def quintiles(pred: torch.Tensor, y: torch.Tensor, tv: torch.Tensor) -> list[dict]:
+    order = torch.argsort(pred)
+    rows = []
+    for i, idx in enumerate(torch.tensor_split(order, 5)):
+        m, h = mean_ci(y[idx])
+        rows.append({"quintile": i + 1, "n": len(idx), "pred_mean": float(pred[idx].mean()), "gap_mean": m,
+                     "gap_ci": h, "tv_mean": float(tv[idx].mean())})
+    return rows
+
+
+def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
+    y = d["y"]
+    tv = d["feats"][:, PAIR_FEATURES.index("tv_pq")]
+    out = {"n": len(y), "gap_mean": mean_ci(y)[0], "gap_ci": mean_ci(y)[1], "gap_sd": float(y.std()),
+           "share_nonzero": float((y != 0).double().mean()), "inputs": {}}
+    for inputs in ("features", "head"):
+        X = design(d, inputs)
+        pred, alphas = out_of_fold(X, y, folds, seed)
+        r2 = 1.0 - float(((y - pred) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())
+        q = quintiles(pred, y, tv)
+        top, bottom = torch.argsort(pred)[-len(y) // 5:], torch.argsort(pred)[: len(y) // 5]
+        diff = float(y[top].mean() - y[bottom].mean())
+        half = 1.96 * math.sqrt(float(y[top].var()) / len(top) + float(y[bottom].var()) / len(bottom))
+        out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r2, "alphas": alphas, "quintiles": q,
+                                 "top_minus_bottom": diff, "top_minus_bottom_ci": half}
+    return out
+
+
+def report(res: dict, label: str) -> str:
+    lines = [f"Fork gaps of {label}: {res['n']} forks (drawn ∝ TV), gap y = G+ − G− (a mean of y is the task value "
+             f"lost per unit of acceptance gained there). Mean {res['gap_mean']:+.4f} ± {res['gap_ci']:.4f}, "
+             f"sd {res['gap_sd']:.3f}, nonzero {res['share_nonzero']:.2f}.", ""]
+    lines += ["| inputs | width | held-out R² | top − bottom quintile | q1 | q2 | q3 | q4 | q5 |", "|" + "---|" * 9]
+    for name, r in res["inputs"].items():
+        qs = " | ".join(f"{q['gap_mean']:+.3f} ± {q['gap_ci']:.3f}" for q in r["quintiles"])
+        lines.append(f"| {name} | {r['width']} | {r['r2_oof']:+.3f} | {r['top_minus_bottom']:+.3f} ± "
+                     f"{r['top_minus_bottom_ci']:.3f} | {qs} |")
+    lines += ["", "(quintiles of the out-of-fold ridge prediction, lowest first: mean gap ± 95% half-width)"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    res = analyse(load_forks(args.run_dir), args.folds, args.seed)
+    out = args.out or args.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    text = report(res, str(args.run_dir))
+    (out / "fork_gaps.md").write_text(text + "\n")
+    (out / "fork_gaps.json").write_text(json.dumps(res, indent=2))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
