@@ -49,3 +49,18 @@ for d in sd 'static(w=0.00)' 'static(w=0.50)' 'static(w=0.70)' 'static(w=0.85)' 
 for v in returns forks_policy critic_policy; do ln -sfn "$PWD/$A/cnndm_lam0.1/$v/eval" "$P/diversed(λ=0.1, ${v/_/ })"; done
 $PY eval/pool.py $P --ref 'diversed(λ=0.1, returns)' --plot docs/results/lambda01/cnndm_estimators_pool.png \
   > docs/results/lambda01/cnndm_estimators_pool.md
+
+# 5. Added 2026-12-04 16:52 UTC, after steps 1-3 and the fork-gap diagnostic of the critic run's own training forks
+# (bench/fork_gaps.py: the 5 pair features predict the gap a little out of fold, top - bottom quintile +0.026 +- 0.014;
+# the head's 197 inputs predict nothing, R^2 < 0), before any result of this step: the same critic estimator with a
+# features-only head (and so a features-only critic), same budget. Evaluated on the reported set (3) and, fixed now,
+# on a second disjoint set (data seed 2, decoding seed 3) with sd, the static grid and the step-1 head.
+V=$A/cnndm_lam0.1/critic_policy_features
+[ -f $V/train/head/config.json ] || $PY train/run.py task=cnndm lambda=0.1 algo.advantage=critic \
+  algo.forks.continuation=policy head.use_hidden=false train.steps=100000 train.max_decoded_tokens="$BUDGET" \
+  hydra.run.dir=$V/train progress=false $([ -e $V/train/checkpoints/latest ] && echo resume=true)
+$PY eval/run.py task=cnndm method=diversed head=$V/train/head seed=1 eval.num_samples=300 out_dir=$V/eval \
+  resume=true eval.progress=false
+$PY eval/frontier.py task=cnndm task.data.seed=2 seed=3 eval.num_samples=300 eval.progress=false resume=true \
+  out_dir=$O/set2 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd]' \
+  "heads=[$R/head,$V/train/head]"
