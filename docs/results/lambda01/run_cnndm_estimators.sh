@@ -50,7 +50,7 @@ for v in returns forks_policy critic_policy; do ln -sfn "$PWD/$A/cnndm_lam0.1/$v
 $PY eval/pool.py $P --ref 'diversed(λ=0.1, returns)' --plot docs/results/lambda01/cnndm_estimators_pool.png \
   > docs/results/lambda01/cnndm_estimators_pool.md
 
-# 5. Added 2026-12-04 16:52 UTC, after steps 1-3 and the fork-gap diagnostic of the critic run's own training forks
+# 5. Added 2026-12-04 16:48 UTC, after steps 1-3 and the fork-gap diagnostic of the critic run's own training forks
 # (bench/fork_gaps.py: the 5 pair features predict the gap a little out of fold, top - bottom quintile +0.026 +- 0.014;
 # the head's 197 inputs predict nothing, R^2 < 0), before any result of this step: the same critic estimator with a
 # features-only head (and so a features-only critic), same budget. Evaluated on the reported set (3) and, fixed now,
