@@ -43,13 +43,6 @@ c2=$!
 wait $c1; wait $c2
 adv --variants returns forks_policy critic_policy
 
-P=$A/pool; mkdir -p $P; F=$PWD/$O/frontier
-for d in sd 'static(w=0.00)' 'static(w=0.50)' 'static(w=0.70)' 'static(w=0.85)' 'static(w=0.95)'; do
-  ln -sfn "$F/$d" "$P/$d"; done
-for v in returns forks_policy critic_policy; do ln -sfn "$PWD/$A/cnndm_lam0.1/$v/eval" "$P/diversed(λ=0.1, ${v/_/ })"; done
-$PY eval/pool.py $P --ref 'diversed(λ=0.1, returns)' --plot docs/results/lambda01/cnndm_estimators_pool.png \
-  > docs/results/lambda01/cnndm_estimators_pool.md
-
 # 5. Added 2026-12-04 16:48 UTC, after steps 1-3 and the fork-gap diagnostic of the critic run's own training forks
 # (bench/fork_gaps.py: the 5 pair features predict the gap a little out of fold, top - bottom quintile +0.026 +- 0.014;
 # the head's 197 inputs predict nothing, R^2 < 0), before any result of this step: the same critic estimator with a
@@ -64,3 +57,28 @@ $PY eval/run.py task=cnndm method=diversed head=$V/train/head seed=1 eval.num_sa
 $PY eval/frontier.py task=cnndm task.data.seed=2 seed=3 eval.num_samples=300 eval.progress=false resume=true \
   out_dir=$O/set2 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd]' \
   "heads=[$R/head,$V/train/head]"
+
+# the tables (docs/results/lambda01/cnndm_estimators/): each set, both pooled, and the fork-gap diagnostic
+D=docs/results/lambda01/cnndm_estimators; mkdir -p $D
+for n in 1 2; do
+  P=$A/pool$n; F=$PWD/$O/$([ $n = 1 ] && echo frontier || echo set2); mkdir -p $P
+  for d in sd 'static(w=0.00)' 'static(w=0.50)' 'static(w=0.70)' 'static(w=0.85)' 'static(w=0.95)'; do
+    ln -sfn "$F/$d" "$P/$d"; done
+done
+for v in returns forks_policy critic_policy; do
+  ln -sfn "$PWD/$A/cnndm_lam0.1/$v/eval" "$A/pool1/diversed(λ=0.1, ${v/_/ })"; done
+ln -sfn "$PWD/$V/eval" "$A/pool1/diversed(λ=0.1, critic policy, features-only)"
+ln -sfn "$PWD/$O/set2/diversed(λ=0.1)" "$A/pool2/diversed(λ=0.1, returns)"
+ln -sfn "$PWD/$O/set2/diversed(λ=0.1,critic,feat)" "$A/pool2/diversed(λ=0.1, critic policy, features-only)"
+cp $O/frontier/frontier.md $D/set1_frontier.md
+$PY eval/pool.py $A/pool1 --ref 'diversed(λ=0.1, returns)' --plot $D/set1_pool.png > $D/set1_pool.md
+$PY eval/pool.py $A/pool2 --ref 'diversed(λ=0.1, returns)' > $D/set2_pool.md
+$PY eval/pool.py $A/pool1 $A/pool2 --ref 'diversed(λ=0.1, returns)' --plot $D/pooled.png > $D/pooled.md
+$PY eval/pool.py $A/pool1 $A/pool2 --ref 'diversed(λ=0.1, critic policy, features-only)' > $D/pooled_features_head.md
+$PY bench/fork_gaps.py $A/cnndm_lam0.1/critic_policy/train --out runs/diag/cnndm_fork_gaps
+cp runs/diag/cnndm_fork_gaps/fork_gaps.md $D/fork_gaps_cnndm.md
+[ -f runs/diag/gsm8k_critic/head/config.json ] || $PY train/run.py task=gsm8k lambda=0.1 algo.advantage=critic \
+  algo.forks.continuation=policy train.steps=100000 train.max_decoded_tokens="$BUDGET" hydra.run.dir=runs/diag/gsm8k_critic \
+  progress=false $([ -e runs/diag/gsm8k_critic/checkpoints/latest ] && echo resume=true)
+$PY bench/fork_gaps.py runs/diag/gsm8k_critic --out runs/diag/gsm8k_fork_gaps
+cp runs/diag/gsm8k_fork_gaps/fork_gaps.md $D/fork_gaps_gsm8k.md
