@@ -82,3 +82,16 @@ cp runs/diag/cnndm_fork_gaps/fork_gaps.md $D/fork_gaps_cnndm.md
   progress=false $([ -e runs/diag/gsm8k_critic/checkpoints/latest ] && echo resume=true)
 $PY bench/fork_gaps.py runs/diag/gsm8k_critic --out runs/diag/gsm8k_fork_gaps
 cp runs/diag/gsm8k_fork_gaps/fork_gaps.md $D/fork_gaps_gsm8k.md
+
+# 6. Added 2026-12-04 17:20 UTC, after every result above, before its own: a second training seed of the user's
+# command on CNN/DM (the two builds disagree on whether the head clears the static line; one run each), on both sets.
+R2=$A/cnndm_lam0.1/returns_seed2/train
+[ -f $R2/head/config.json ] || $PY train/run.py task=cnndm lambda=0.1 seed=2 logger=disabled progress=false \
+  hydra.run.dir=$R2 $([ -e $R2/checkpoints/latest ] && echo resume=true)
+$PY eval/run.py task=cnndm method=diversed head=$R2/head seed=1 eval.num_samples=300 out_dir=$R2/../eval1 \
+  resume=true eval.progress=false
+$PY eval/run.py task=cnndm method=diversed head=$R2/head task.data.seed=2 seed=3 eval.num_samples=300 \
+  out_dir=$R2/../eval2 resume=true eval.progress=false
+ln -sfn "$PWD/$R2/../eval1" "$A/pool1/diversed(λ=0.1, returns, training seed 2)"
+ln -sfn "$PWD/$R2/../eval2" "$A/pool2/diversed(λ=0.1, returns, training seed 2)"
+$PY eval/pool.py $A/pool1 $A/pool2 --ref 'diversed(λ=0.1, returns, training seed 2)' > $D/pooled_seed2.md
