@@ -37,7 +37,8 @@ ALPHAS = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 
 
 def load_forks(run_dir: Path) -> dict[str, torch.Tensor]:
-    """The fork buffer of a critic run's newest checkpoint (verified against its manifest first)."""
+    """The fork buffer of a critic run's newest checkpoint (verified against its manifest first). With several
+    ranks each keeps its own forks; this reads rank 0's."""
     ckpt = resolve_resume(run_dir / "checkpoints", None)
     if ckpt is None:
         raise SystemExit(f"{run_dir}: no checkpoint under checkpoints/")
@@ -118,14 +119,16 @@ def quintiles(pred: torch.Tensor, y: torch.Tensor, tv: torch.Tensor) -> list[dic
 def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
     y = d["y"]
     tv = d["feats"][:, PAIR_FEATURES.index("tv_pq")]
-    out = {"n": len(y), "gap_mean": mean_ci(y)[0], "gap_ci": mean_ci(y)[1], "gap_sd": float(y.std()),
+    m, h = mean_ci(y)
+    out = {"n": len(y), "gap_mean": m, "gap_ci": h, "gap_sd": float(y.std()),
            "share_nonzero": float((y != 0).double().mean()), "inputs": {}}
     for inputs in ("features", "head"):
         X = design(d, inputs)
         pred, alphas = out_of_fold(X, y, folds, seed)
         r2 = 1.0 - float(((y - pred) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())
         q = quintiles(pred, y, tv)
-        top, bottom = torch.argsort(pred)[-len(y) // 5:], torch.argsort(pred)[: len(y) // 5]
+        order = torch.argsort(pred)
+        top, bottom = order[-len(y) // 5:], order[: len(y) // 5]
         diff = float(y[top].mean() - y[bottom].mean())
         half = 1.96 * math.sqrt(float(y[top].var()) / len(top) + float(y[bottom].var()) / len(bottom))
         out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r2, "alphas": alphas, "quintiles": q,
