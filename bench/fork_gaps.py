@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specdec.targets import PAIR_FEATURES  # noqa: E402
-from train.checkpoint import resolve_resume, verify_checkpoint  # noqa: E402
+from train.checkpoint import read_model_states, resolve_resume  # noqa: E402
 
 ALPHAS = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
 
@@ -42,8 +42,7 @@ def load_forks(run_dir: Path) -> dict[str, torch.Tensor]:
     ckpt = resolve_resume(run_dir / "checkpoints", None)
     if ckpt is None:
         raise SystemExit(f"{run_dir}: no checkpoint under checkpoints/")
-    verify_checkpoint(ckpt)
-    state = torch.load(ckpt / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)
+    state = read_model_states(ckpt)
     if "critic" not in state:
         raise SystemExit(f"{ckpt}: not a critic run (algo.advantage=critic keeps the forks; this one has none)")
     return {k: v.double() for k, v in state["critic"]["data"].items()}

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from heads.export import sha256_file
@@ -150,6 +151,18 @@ def verify_checkpoint(ckpt: str | Path) -> None:
             raise CheckpointError(f"checkpoint {ckpt} is corrupt: {rel} is missing.{hint}")
         if p.stat().st_size != info["size"] or sha256_file(p) != info["sha256"]:
             raise CheckpointError(f"checkpoint {ckpt} is corrupt: {rel} does not match its sha256 in {MANIFEST}.{hint}")
+
+
+def read_model_states(ckpt: str | Path) -> dict:
+    """Rank 0's model states of a checkpoint, read without a DeepSpeed engine, after verifying the manifest: the
+    head's weights ("module") and the client state the trainer saved beside them (step, critic buffer, ...)."""
+    ckpt = Path(ckpt)
+    verify_checkpoint(ckpt)
+    states = sorted(ckpt.glob("mp_rank_*_model_states.pt"))
+    if not states:
+        raise FileNotFoundError(f"no DeepSpeed model states in {ckpt}")
+    # our own checkpoint, verified against its manifest above; DeepSpeed stores it with torch.save
+    return torch.load(states[0], map_location="cpu", weights_only=False)
 
 
 def resolve_resume(root: str | Path, resume_from: str | None) -> Path | None:

@@ -14,7 +14,6 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch
 from omegaconf import OmegaConf
 
 from data.loaders import load_examples
@@ -23,13 +22,13 @@ from specdec.jsonl import read_jsonl
 from specdec.loading import Models
 from specdec.models import load_config
 from specdec.targets import PAIR_FEATURES
-from train.checkpoint import verify_checkpoint
+from train.checkpoint import read_model_states
 from train.trainer import export_meta
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path | None = None) -> Path:
     ckpt = Path(ckpt)
-    verify_checkpoint(ckpt)
+    state = read_model_states(ckpt)
     cfg_path = Path(run_config) if run_config else ckpt.parent.parent / "train_config.yaml"
     cfg = OmegaConf.load(cfg_path)
     models = Models(cfg.model)  # nothing is loaded but configs and the tokenizer (GGUF pairs included)
@@ -39,11 +38,6 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
                       arch=cfg.head.arch, mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
                       normalize=cfg.head.normalize, init_w=cfg.head.init_w)
     head = EnsembleHead(hcfg)
-    states = sorted(ckpt.glob("mp_rank_*_model_states.pt"))
-    if not states:
-        raise FileNotFoundError(f"no DeepSpeed model states in {ckpt}")
-    # our own checkpoint, verified against its manifest above; DeepSpeed stores it with torch.save
-    state = torch.load(states[0], map_location="cpu", weights_only=False)
     head.load_state_dict(state["module"])
     step = int(state.get("step", -1)) if "step" in state else int(ckpt.name.removeprefix("step"))
     window = [r for r in read_jsonl(cfg_path.parent / "metrics.jsonl") if step - 10 < r["step"] <= step]
