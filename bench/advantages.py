@@ -32,6 +32,8 @@ VARIANTS = {
     "forks_greedy": ["algo.advantage=forks", "algo.forks.continuation=greedy_target"],
     "critic_policy": ["algo.advantage=critic", "algo.forks.continuation=policy"],
     "critic_greedy": ["algo.advantage=critic", "algo.forks.continuation=greedy_target"],
+    # a features-only head, and so a features-only critic (docs/results/lambda01/: CNN/DM)
+    "critic_policy_features": ["algo.advantage=critic", "algo.forks.continuation=policy", "head.use_hidden=false"],
 }
 
 

@@ -49,11 +49,7 @@ adv --variants returns forks_policy critic_policy
 # features-only head (and so a features-only critic), same budget. Evaluated on the reported set (3) and, fixed now,
 # on a second disjoint set (data seed 2, decoding seed 3) with sd, the static grid and the step-1 head.
 V=$A/cnndm_lam0.1/critic_policy_features
-[ -f $V/train/head/config.json ] || $PY train/run.py task=cnndm lambda=0.1 algo.advantage=critic \
-  algo.forks.continuation=policy head.use_hidden=false train.steps=100000 train.max_decoded_tokens="$BUDGET" \
-  hydra.run.dir=$V/train progress=false $([ -e $V/train/checkpoints/latest ] && echo resume=true)
-$PY eval/run.py task=cnndm method=diversed head=$V/train/head seed=1 eval.num_samples=300 out_dir=$V/eval \
-  resume=true eval.progress=false
+adv --variants critic_policy_features   # train at the budget, then evaluate on the reported set
 $PY eval/frontier.py task=cnndm task.data.seed=2 seed=3 eval.num_samples=300 eval.progress=false resume=true \
   out_dir=$O/set2 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd]' \
   "heads=[$R/head,$V/train/head]"
