@@ -624,10 +624,17 @@ class ForkCritic:
     def state_dict(self) -> dict:
         return {"net": self.net.state_dict(), "opt": self.opt.state_dict(), "data": self.data}
 
+    @property
+    def device(self) -> torch.device:
+        return self.net.out.weight.device
+
     def load_state_dict(self, state: dict) -> None:
+        # DeepSpeed's load_checkpoint hands the client state back on the CPU. The net's load copies into its own
+        # parameters and Adam moves its state to theirs, but the fork buffer is a plain dict of tensors: moved here
+        # to the critic's device (float32, as add() stores it), or a resumed GPU run meets CPU tensors in add/fit.
         self.net.load_state_dict(state["net"])
         self.opt.load_state_dict(state["opt"])
-        self.data = state["data"]
+        self.data = {k: v.to(self.device, torch.float32) for k, v in state["data"].items()}
 
 
 # ---------------------------------------------------------------------- helpers
