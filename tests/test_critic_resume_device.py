@@ -4,6 +4,7 @@ No GPU here: the critic is built on the "meta" device, so a buffer left on the C
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from heads.head import HeadConfig
@@ -20,6 +21,7 @@ def _saved_state_on_cpu() -> dict:
     return critic.state_dict()
 
 
+@pytest.mark.filterwarnings("ignore:for out.*meta parameter:UserWarning")  # meta params: the copy is a no-op
 def test_resumed_critic_moves_its_buffer_and_state_to_its_own_device():
     state = _saved_state_on_cpu()  # as DeepSpeed's load_checkpoint returns client state: on the CPU
     critic = ForkCritic(HeadConfig(hidden_q=6, hidden_p=8, num_features=3), torch.device("meta"), lr=1e-2, buffer=16)
