@@ -43,3 +43,37 @@ def noisy_copy(model: LlamaForCausalLM, noise: float, seed: int = 0) -> LlamaFor
         for param in draft.parameters():
             param.add_(noise * param.std() * torch.randn(param.shape, generator=g, dtype=param.dtype))
     return draft
+
+
+def pooled_chisquare_pvalue(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 5.0) -> float:
+    """Chi-square goodness-of-fit p-value of observed counts against per-group distributions, for sampling tests.
+
+    counts [G, V] (or [V]): observations in group g (e.g. the prefix a token was drawn after) and cell v;
+    probs [G, V] (or [V]): each group's distribution (rows sum to 1). A group's expected counts are its own total
+    times its row, so the test is conditional on how often each group occurred. Within a group, cells expected
+    below `min_expected` are pooled into one cell (the chi-square approximation needs ~5 per cell); degrees of
+    freedom = cells − groups. An observation in a cell of probability 0 gives p = 0 (it cannot happen).
+    """
+    from scipy.stats import chi2
+
+    counts, probs = counts.double().reshape(-1, counts.shape[-1]), probs.double().reshape(-1, probs.shape[-1])
+    if counts.shape != probs.shape:
+        raise ValueError(f"counts {tuple(counts.shape)} and probs {tuple(probs.shape)} differ")
+    if bool((counts[probs <= 0] > 0).any()):
+        return 0.0
+    stat, cells, groups = 0.0, 0, 0
+    for obs, p in zip(counts, probs):
+        n = float(obs.sum())
+        if n == 0:
+            continue
+        exp = n * p / p.sum()
+        small = exp < min_expected
+        o = torch.cat([obs[~small], obs[small].sum().view(1)]) if small.any() else obs
+        e = torch.cat([exp[~small], exp[small].sum().view(1)]) if small.any() else exp
+        keep = e > 0
+        stat += float(((o[keep] - e[keep]) ** 2 / e[keep]).sum())
+        cells += int(keep.sum())
+        groups += 1
+    if cells - groups < 1:
+        raise ValueError("too few cells for a chi-square test: every group has one cell with expected counts")
+    return float(chi2.sf(stat, cells - groups))
