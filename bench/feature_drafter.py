@@ -6,7 +6,8 @@ Prints (and writes with --out):
      (batched per task), and batch-1 tokens/s of ar_target, sd, sd(feature);
   3. dcd(feature) and dcd(draft LM) over vanilla cd at each T and α, with the latency decomposition
      (L+1)/(γ·t_e + t_p + t_q) next to the measured speed (bench/contrastive_speed.py's accounting).
-Greedy runs check that sd(feature) returns the target's greedy tokens and dcd(feature) vanilla CD's.
+Greedy runs check that sd(feature) returns the target's greedy tokens and dcd(feature) vanilla CD's (a flip where
+the top two scores are within rounding is reported apart from a real mismatch: bench/greedy_identity.py).
 
     python bench/feature_drafter.py --drafter runs/drafter/<run>/drafter                # the embedded tiny trio
     python bench/feature_drafter.py --micro --train-steps 30 --n 1 --new-tokens 24       # a quick check
@@ -27,6 +28,7 @@ if __package__ in (None, ""):
 import torch
 
 from bench.contrastive_speed import Acc, StepLM, Trio, config_paths, task_prompts
+from bench.greedy_identity import GreedyComparison
 from specdec.generate import generate
 from specdec.models import LM
 from specdec.proposers import DraftModelProposer, FeatureDrafter
@@ -165,7 +167,7 @@ def main() -> None:
 
     # timed, batch 1, interleaved per prompt
     res: dict[tuple, Acc] = {}
-    mismatches = []
+    greedy = GreedyComparison(trio.greedy_tol(0.0))  # tol: the α = 0 value; each row's own in its record
     t0 = time.perf_counter()
     for T in temps:
         for a in [None, *alphas]:
@@ -179,9 +181,11 @@ def main() -> None:
                                                  seed=args.seed * 7919 + i, **kw)
                         acc[m].add(out, wall, steps)
                         if T == 0:
-                            ref = out.tokens if ref is None else ref
-                            if out.tokens != ref:
-                                mismatches.append((T, a, t, i, m))
+                            if ref is None:
+                                ref = out.tokens
+                            else:  # a flip at a near tie (summation order) is reported apart from a mismatch
+                                greedy.merge(trio.greedy_comparison(ref, out.tokens, [p], a, args.beta), method=m,
+                                             task=t, prompt=i, alpha=a, tol=trio.greedy_tol(a))
             for m in methods:
                 res[(T, a, m)] = acc[m]
             print(f"[bench] T={T:g} α={a} done ({time.perf_counter() - t0:.0f}s)", flush=True)
@@ -202,7 +206,7 @@ def main() -> None:
              f"β={args.beta}, {args.new_tokens} new tokens, {args.n} prompts/task timed at batch 1, "
              f"{args.n_robust}/task batched for L | torch threads {args.threads}",
              "Greedy outputs identical (sd(feature) = target greedy, dcd(feature) = vanilla CD): "
-             + ("yes" if not mismatches else f"NO {mismatches}"), ""]
+             + (greedy.summary() if greedy.near_ties or greedy.mismatches else "yes"), ""]
     # 1. costs
     sd_pool = {m: Acc() for m in SD_METHODS}
     for (_, a, m), acc in res.items():
@@ -248,8 +252,9 @@ def main() -> None:
         raw = {f"T={k[0]:g},alpha={k[1]},method={k[2]}": v.summary(g) for k, v in res.items()}
         raw.update({f"L,T={k[0]:g},method={k[1]}": v for k, v in L.items()})
         (out / "feature_drafter.json").write_text(json.dumps(raw, indent=1))
-    if mismatches:
-        raise SystemExit("greedy decoding through the feature drafter changed the tokens: a losslessness bug")
+    if not greedy.ok:
+        raise SystemExit("greedy decoding through the feature drafter changed the tokens away from any near tie: "
+                         "a losslessness bug")
 
 
 if __name__ == "__main__":
