@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -59,8 +60,10 @@ def parse_request(line: str, defaults: dict) -> dict:
     req = {"prompt": obj["prompt"], "id": obj.get("id")}
     for key, kind in SETTINGS.items():
         value = obj.get(key, defaults[key])
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
-            raise ValueError(f"\"{key}\" must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+        # NaN and ±Infinity are valid JSON numbers here (json.loads accepts them) but no valid setting
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or (kind is int and value != int(value))):
+            raise ValueError(f"\"{key}\" must be {'an integer' if kind is int else 'a finite number'}, got {value!r}")
         req[key] = kind(value)
     if req["max_new_tokens"] < 1:
         raise ValueError(f"\"max_new_tokens\" must be >= 1, got {req['max_new_tokens']}")
@@ -197,6 +200,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    # Settings checked before any model loads, so a typo costs no load time and gives no traceback.
+    for flag, value, least in (("--batch-size", args.batch_size, 1), ("--max-new-tokens", args.max_new_tokens, 1),
+                               ("--gamma", args.gamma, 0)):
+        if value < least:
+            ap.error(f"{flag} must be >= {least}, got {value}")
+    if not args.temperature >= 0:
+        ap.error(f"--temperature must be >= 0 (0 is greedy), got {args.temperature}")
     if args.prompts_file is not None and args.out is None:
         ap.error("--prompts-file needs --out")
     if args.prompts_file is not None and not args.prompts_file.is_file():
