@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from specdec.generate import GenerationOutput, _check_inputs
 from specdec.models import LM
 from specdec.targets import contrastive_target, softmax_with_temperature, total_variation
-from specdec.verify import verify
+from specdec.verify import ZERO_PROB_DRAFT, verify
 
 ROUND_KEYS = ("active", "drafted", "accepted", "accept_prob", "expected_accept")
 
@@ -145,49 +145,64 @@ def cos_generate(
             finish[b] = "stop"
         return kept
 
+    pending_h = [False] * B  # host mirror of `pending`: the loop reads the device only once per step
     while any(f is None for f in finish):
-        active = torch.tensor([f is None for f in finish], device=device)
-        was_pending = pending & active
+        active_l = [f is None for f in finish]
+        was_l = [p and a for p, a in zip(pending_h, active_l)]
+        active_h, was_h = torch.tensor(active_l), torch.tensor(was_l)  # host validity: the caches track lengths
+        active, was_pending = active_h.to(device), was_h.to(device)
         added = 0
 
         # ---- amateur: verify the expert's pending proposal b and get the first draft distribution, one pass.
-        if was_pending.any():
-            lp_a, _ = amateur.feed(torch.stack([last, b_tok], 1), torch.stack([active, was_pending], 1))
+        if any(was_l):
+            lp_a, _ = amateur.feed(torch.stack([last, b_tok], 1), torch.stack([active_h, was_h], 1))
             q_first = torch.where(was_pending.unsqueeze(-1), lp_a[:, 1], lp_a[:, 0])
         else:
-            q_first = amateur.feed(last[:, None], active[:, None])[0][:, 0]
+            q_first = amateur.feed(last[:, None], active_h[:, None])[0][:, 0]
         b_acc_prob = torch.zeros(B, device=device)
         b_exp_acc = torch.zeros(B, device=device)
         b_accepted = torch.zeros(B, dtype=torch.bool, device=device)
-        if was_pending.any():
-            idx = was_pending.nonzero().squeeze(-1)
+        if any(was_l):
+            idx_l = [b for b in range(B) if was_l[b]]
+            idx = torch.tensor(idx_l, device=device)
             nu_b = contrastive_target(b_lp[idx], lp_a[idx, 0], alpha, beta, temperature)
             t = time.perf_counter()
             res_b = verify(b_tok[idx, None], b_prob[idx, None], torch.stack([nu_b, nu_b], 1),
-                           greedy=greedy, generator=generator)
+                           greedy=greedy, generator=generator, check=False)
             verify_seconds += time.perf_counter() - t
             committed = res_b.tokens[:, 0]  # b itself, or the token drawn from the residual
             b_accepted[idx] = res_b.num_accepted == 1
-            n_proposals += len(idx)
-            n_proposals_accepted += int(b_accepted.sum())
             b_acc_prob[idx] = res_b.accept_prob[:, 0].float()
             b_exp_acc[idx] = (res_b.accept_prob[:, 0].float() if greedy  # deterministic: the indicator
                               else torch.minimum(b_prob[idx], nu_b).sum(-1).float())
             tv_b = total_variation(nu_b, b_prob[idx])
             nu_tok = nu_b.gather(-1, committed[:, None]).squeeze(-1)
             d_tok = b_prob[idx].gather(-1, committed[:, None]).squeeze(-1)
-            for j, b in enumerate(idx.tolist()):
-                added += emit(b, [int(committed[j])], [(float(nu_tok[j]), float(d_tok[j]), float(tv_b[j]))])
+            # One device→host read for the step: committed token, acceptance and records of every pending row.
+            host = torch.stack([committed.double(), (res_b.num_accepted == 1).double(), nu_tok.double(),
+                                d_tok.double(), tv_b.double(), res_b.zero_prob_draft.double()], 1).cpu().tolist()
+            if any(h[-1] for h in host):
+                raise ValueError(ZERO_PROB_DRAFT)
+            n_proposals += len(idx_l)
+            n_proposals_accepted += sum(int(h[1]) for h in host)
+            for b, (x, _, nu_x_b, d_x_b, tv_x_b, _) in zip(idx_l, host):
+                added += emit(b, [int(x)], [(nu_x_b, d_x_b, tv_x_b)])
             last[idx] = committed
-            rejected = was_pending & ~b_accepted
-            if rejected.any():
+            rejected_l = [False] * B
+            for b, h in zip(idx_l, host):
+                rejected_l[b] = not h[1]
+            if any(rejected_l):
                 # Drop b from the amateur's cache and feed the corrected token instead (an extra amateur step).
-                amateur.rollback(rejected.long())
-                lp_c, _ = amateur.feed(last[:, None], rejected[:, None])
-                q_first = torch.where(rejected.unsqueeze(-1), lp_c[:, 0], q_first)
+                rejected_h = torch.tensor(rejected_l)
+                amateur.rollback([int(r) for r in rejected_l])
+                lp_c, _ = amateur.feed(last[:, None], rejected_h[:, None])
+                q_first = torch.where(rejected_h.to(device).unsqueeze(-1), lp_c[:, 0], q_first)
         pending = torch.zeros_like(pending)
-        active = torch.tensor([f is None for f in finish], device=device)
-        if not active.any():  # the last rows finished on the expert's proposal: record it and stop
+        pending_h = [False] * B
+        active_l = [f is None for f in finish]
+        active_h = torch.tensor(active_l)
+        active = active_h.to(device)
+        if not any(active_l):  # the last rows finished on the expert's proposal: record it and stop
             _append_round(rounds, active, was_pending, b_accepted, b_acc_prob, b_exp_acc, None, None, gamma)
             bar.update(added)
             break
@@ -202,43 +217,56 @@ def cos_generate(
             d_probs.append(d)
             a_lps.append(lp)
             if i < gamma - 1:
-                lp = amateur.feed(x[:, None], active[:, None])[0][:, 0]
+                lp = amateur.feed(x[:, None], active_h[:, None])[0][:, 0]
         drafts_t = torch.stack(drafts, 1)
         d_t = torch.stack(d_probs, 1)
 
         # ---- expert: one parallel pass over [last, x_1..x_γ]; verify against π_CD, bonus from the expert itself.
-        lp_e, _ = expert.feed(torch.cat([last[:, None], drafts_t], 1), active[:, None].expand(B, K))
+        lp_e, _ = expert.feed(torch.cat([last[:, None], drafts_t], 1), active_h[:, None].expand(B, K))
         nu = contrastive_target(lp_e[:, :gamma], torch.stack(a_lps, 1), alpha, beta, temperature)
         bonus = softmax_with_temperature(lp_e[:, gamma], temperature)
         t = time.perf_counter()
-        res = verify(drafts_t, d_t, torch.cat([nu, bonus[:, None]], 1), greedy=greedy, generator=generator)
+        res = verify(drafts_t, d_t, torch.cat([nu, bonus[:, None]], 1), greedy=greedy, generator=generator,
+                     check=False)
         verify_seconds += time.perf_counter() - t
         n = torch.where(active, res.num_accepted, gamma)
-        expert.rollback(torch.where(active, gamma - n, 0))
-        amateur.rollback(torch.where(active, (gamma - 1) - n.clamp(max=gamma - 1), 0))
         emitted = res.tokens[rows, n]
-        full = active & (n == gamma)
-        pending = full
-        b_tok = torch.where(full, emitted, 0)
-        b_prob = torch.where(full.unsqueeze(-1), bonus, b_prob)
-        b_lp = torch.where(full.unsqueeze(-1), lp_e[:, gamma], b_lp)
-        # Full acceptance: the last committed token is x_γ (b stays pending); otherwise the corrected token.
-        last = torch.where(full, drafts_t[:, -1], emitted)
-
         corr = emitted.clamp(min=0)
         nu_x = nu.gather(-1, drafts_t[..., None]).squeeze(-1)
         d_x = d_t.gather(-1, drafts_t[..., None]).squeeze(-1)
         tv_x = total_variation(nu, d_t)
         nu_c = nu[rows, n.clamp(max=gamma - 1)].gather(-1, corr[:, None]).squeeze(-1)
         d_c = d_t[rows, n.clamp(max=gamma - 1)].gather(-1, corr[:, None]).squeeze(-1)
+        # One device→host read for the round: counts, tokens and every record the rows keep (ids are exact in
+        # float64); the rollbacks and the bookkeeping below read only this copy.
+        host = torch.cat([n[:, None].double(), emitted[:, None].double(), drafts_t.double(), nu_x.double(),
+                          d_x.double(), tv_x.double(), nu_c[:, None].double(), d_c[:, None].double(),
+                          (res.zero_prob_draft & active)[:, None].double()], 1).cpu().tolist()
+        if any(h[-1] for h in host):
+            raise ValueError(ZERO_PROB_DRAFT)
+        n_l = [int(h[0]) for h in host]
+        expert.rollback([gamma - k if a else 0 for k, a in zip(n_l, active_l)])
+        amateur.rollback([(gamma - 1) - min(k, gamma - 1) if a else 0 for k, a in zip(n_l, active_l)])
+        full = active & (n == gamma)
+        pending = full
+        pending_h = [a and k == gamma for k, a in zip(n_l, active_l)]
+        b_tok = torch.where(full, emitted, 0)
+        b_prob = torch.where(full.unsqueeze(-1), bonus, b_prob)
+        b_lp = torch.where(full.unsqueeze(-1), lp_e[:, gamma], b_lp)
+        # Full acceptance: the last committed token is x_γ (b stays pending); otherwise the corrected token.
+        last = torch.where(full, drafts_t[:, -1], emitted)
+
         exp_acc = res.accept_prob.float() if greedy else torch.minimum(d_t, nu).sum(-1).float()
-        for b in active.nonzero().squeeze(-1).tolist():
-            nb = int(n[b])
-            toks = drafts_t[b, :nb].tolist()
-            recs = [(float(nu_x[b, i]), float(d_x[b, i]), float(tv_x[b, i])) for i in range(nb)]
+        for b in range(B):
+            if not active_l[b]:
+                continue
+            h, nb = host[b], n_l[b]
+            g = gamma
+            toks = [int(x) for x in h[2:2 + nb]]
+            recs = [(h[2 + g + i], h[2 + 2 * g + i], h[2 + 3 * g + i]) for i in range(nb)]
             if nb < gamma:
-                toks.append(int(emitted[b]))
-                recs.append((float(nu_c[b]), float(d_c[b]), float(tv_x[b, nb])))
+                toks.append(int(h[1]))
+                recs.append((h[2 + 4 * g], h[3 + 4 * g], h[2 + 3 * g + nb]))
             added += emit(b, toks, recs)
             if finish[b] is None and len(prompts[b]) + len(out[b]) + K + 1 > window:
                 finish[b] = "context"

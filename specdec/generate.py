@@ -183,33 +183,30 @@ def generate(
 
         t = time.perf_counter()
         draft_probs = q[:, :gamma] if q is not None else nu.new_zeros(B, 0, nu.shape[-1])
-        res = verify(drafts, draft_probs, nu, greedy=greedy, generator=generator, check=records)
+        res = verify(drafts, draft_probs, nu, greedy=greedy, generator=generator, check=False)
         _sync(timed)
         verify_seconds += time.perf_counter() - t
         n = res.num_accepted
         emitted = res.tokens[rows, n]
-        if records:
-            n_back, emitted_back = n, emitted
-        else:
-            # The one device→host read of the round: accepted counts, emitted tokens and verify's input check
-            # together. Rollback and commit work from this host copy, so they need no read of their own.
-            host = torch.cat([n.unsqueeze(1), res.tokens, res.zero_prob_draft.long().unsqueeze(1)], 1).cpu()
-            if host[:, -1].any():
-                raise ValueError(ZERO_PROB_DRAFT)
-            n_back, tokens_h = host[:, 0], host[:, 1:-1]
-            emitted_back = tokens_h[torch.arange(B), n_back]
-        target.rollback(gamma - n_back)
+        # The one device→host read of the round, in both modes: accepted counts, emitted tokens and verify's input
+        # check together. Rollback, commit and the bookkeeping work from this host copy (lists), never reading
+        # the device again; on a GPU each read would stall the launch queue.
+        host = torch.cat([n.unsqueeze(1), res.tokens, res.zero_prob_draft.long().unsqueeze(1)], 1).cpu().tolist()
+        if any(row[-1] for row in host):
+            raise ValueError(ZERO_PROB_DRAFT)
+        n_rows = [row[0] for row in host]
+        emitted_rows = [row[1:-1] for row in host]
+        back = [gamma - k for k in n_rows]
+        target.rollback(back)
         if use_amateur:
-            amateur.rollback(gamma - n_back)
+            amateur.rollback(back)
         if use_proposer:
             if feed_hidden:
                 proposer.observe_target_hidden(h_p)
-            proposer.commit(n_back, emitted_back)
+            proposer.commit(n_rows, [row[k] for row, k in zip(emitted_rows, n_rows)])
         last = emitted
 
         if not records:
-            n_rows = n_back.tolist()
-            emitted_rows = tokens_h.tolist()
             host_rounds["active"].append([f is None for f in finish])
             host_rounds["accepted"].append([k if f is None else 0 for k, f in zip(n_rows, finish)])
             num_rounds += 1
@@ -253,8 +250,7 @@ def generate(
         )
 
         num_rounds += 1
-        emitted_rows = res.tokens.tolist()
-        added = _extend(out, finish, pieces, emitted_rows, n.tolist(), r, eos, max_new_tokens, prompts,
+        added = _extend(out, finish, pieces, emitted_rows, n_rows, r, eos, max_new_tokens, prompts,
                         window, K, stop)
         bar.update(added)
     bar.close()

@@ -3,14 +3,21 @@
 Batching choice: all rows share one `DynamicCache`, and every cache slot has a 0/1 entry in a 2D attention mask.
 Rows that accept different numbers of drafts simply turn their rejected slots into *holes* (mask 0), and each row
 gets its true `position_ids`, so attention sees exactly that row's tokens at their real positions (measured exact
-in float64; see shared NOTES). This keeps one forward per round for the whole batch with no per-row re-feeding or
-cache surgery. Trailing slots that are holes in every row are cropped, so batch size 1 never carries a hole.
+in float64; see shared NOTES). This keeps one forward per round for the whole batch with no per-row re-feeding.
+Trailing slots that are holes in every row are cropped, so batch size 1 never carries a hole; when the holes of a
+larger batch pile up (more than `compact_slack` of the cache), the cache is *compacted*: each row's kept slots are
+gathered into a left-padded layout, so the cache grows with the accepted tokens, not with γ+1 per round.
+
+Every slot attends to itself: a left-padding slot's query would otherwise see no key at all, and fused attention
+kernels (SDPA on CUDA, eager in float64) return NaN for such a row, which then sits in the cache as keys and values
+that poison every later query through 0 × NaN.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import time
@@ -18,6 +25,9 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask, sdpa_mask
+
+log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -34,12 +44,39 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return torch.device(device)
 
 
-def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
+def bf16_supported(device: str | torch.device | None = None) -> bool:
+    """Whether bfloat16 matrix work is fast here: a CUDA device that supports it, or a CPU with AVX512-BF16 or AMX
+    (elsewhere the CPU emulates bf16 and is slower than float32)."""
+    device = resolve_device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    try:
+        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return False
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: str | torch.device | None = None) -> torch.dtype:
+    """A dtype name or torch.dtype; "auto" is bfloat16 where `bf16_supported(device)`, else float32 (logged)."""
     if isinstance(dtype, torch.dtype):
         return dtype
+    if dtype == "auto":
+        fast = bf16_supported(device)
+        log.info("dtype auto: %s on %s (%s)", "bfloat16" if fast else "float32", resolve_device(device),
+                 "bf16 supported" if fast else "no fast bf16 here")
+        return torch.bfloat16 if fast else torch.float32
     if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)}")
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)} or 'auto'")
     return DTYPES[dtype]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """'bfloat16', 'float32', ...: what run files and exports record."""
+    return str(dtype).removeprefix("torch.")
 
 
 def _hub_hint(name: str, err: Exception) -> OSError:
@@ -220,7 +257,11 @@ class LM:
         self.max_positions = getattr(text, "max_position_embeddings", None) or 1 << 30
         self.calls = 0
         self.seconds = 0.0
-        self.sync_timing = True  # wait for the device after each call so `seconds` is true compute time
+        # Wait for the device after each call so `seconds` is compute time rather than launch time. Off by default:
+        # on a GPU each wait stalls the launch queue; benchmarks that report a time split switch it on.
+        self.sync_timing = False
+        self.compact_slack = 0.125  # compact when hole columns exceed this share of the cache (and 8 slots)
+        self.compactions = 0
         self.reset(1)
 
     def reset(self, batch_size: int) -> None:
@@ -228,6 +269,7 @@ class LM:
         self.mask = torch.zeros(batch_size, 0, dtype=torch.long, device=self.device)
         self.next_pos = torch.zeros(batch_size, dtype=torch.long, device=self.device)
         self.real_tail = 0  # trailing slots real in every row (host-side count; 0 = unknown)
+        self.lengths: list[int] | None = [0] * batch_size  # real slots per row, known on the host (None: unknown)
 
     @property
     def seq_len(self) -> int:
@@ -245,9 +287,19 @@ class LM:
         """
         # Trailing columns real in every row, known on the host without a device read (0: unknown); rollback uses it.
         k = tokens.shape[1]
-        tail = k if valid is None else \
-            int(valid.all(0).flip(0).long().cumprod(0).sum()) if valid.device.type == "cpu" else 0
+        rows = None if valid is None or valid.device.type != "cpu" else valid.tolist()  # host: no device wait
+        if valid is None:
+            tail = k
+        elif rows is not None:
+            tail = next((i for i in range(k) if not all(r[k - 1 - i] for r in rows)), k)
+        else:
+            tail = 0
         real_tail = self.real_tail + k if tail == k else tail
+        if self.lengths is not None and (valid is None or rows is not None):
+            added = [k] * tokens.shape[0] if valid is None else [sum(r) for r in rows]
+            lengths = [a + b for a, b in zip(self.lengths, added)]
+        else:
+            lengths = None
         tokens = tokens.to(self.device)
         valid = torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid.to(self.device)
         vlong = valid.long()
@@ -257,9 +309,9 @@ class LM:
         start = time.perf_counter()
         out = self.model(
             input_ids=tokens.clamp(min=0),
-            # A mask without holes is left out (same attention): transformers reads a 2D mask's values to decide
-            # whether it may skip it, which is a device read per call on GPUs.
-            attention_mask=None if real_tail == mask.shape[1] else mask,
+            # A mask without holes is left out (same attention); one with holes is built here in 4D (see
+            # `attention_mask`), which transformers takes as it is: no read of its values, and no query without a key.
+            attention_mask=None if real_tail == mask.shape[1] else self.attention_mask(mask, k),
             position_ids=positions,
             cache=self.cache,
             use_cache=True,
@@ -274,16 +326,45 @@ class LM:
         self.mask = mask
         self.next_pos = self.next_pos + vlong.sum(1)
         self.real_tail = real_tail
+        self.lengths = lengths
         return logprobs, out.hidden_states[-1]
 
-    def rollback(self, n: torch.Tensor) -> None:
-        """Turn the last n[b] fed slots of row b into holes (rejected drafts), then crop all-hole tail columns."""
-        n_max = int(n.max())  # a host tensor (the inference loop passes one) costs no device read here
+    def attention_mask(self, mask: torch.Tensor, k: int) -> torch.Tensor:
+        """The mask of the k newest slots over all S slots of `mask` [B, S]: [B, 1, k, S], causal, holes hidden, and
+        every slot sees itself (so no query row is empty: no NaN from fused kernels). Boolean for kernels that take
+        SDPA's mask, additive for eager attention (which adds it to the scores), by the mask function transformers
+        registers for the model's attention; other kernels (flash attention's varlen path drops padding queries
+        itself, flex attention takes a block mask) get the 2D mask as before."""
+        kind = ALL_MASK_ATTENTION_FUNCTIONS._global_mapping.get(
+            getattr(self.model.config, "_attn_implementation", None) or "sdpa")
+        if kind not in (sdpa_mask, eager_mask):
+            return mask
+        S = mask.shape[1]
+        key = torch.arange(S, device=mask.device)
+        query = torch.arange(S - k, S, device=mask.device).unsqueeze(1)
+        allowed = ((key <= query) & mask.bool().unsqueeze(1)) | (key == query)
+        allowed = allowed.unsqueeze(1)
+        if kind is sdpa_mask:
+            return allowed
+        return torch.zeros(allowed.shape, dtype=self.dtype, device=mask.device).masked_fill(
+            ~allowed, torch.finfo(self.dtype).min)
+
+    def rollback(self, n: torch.Tensor | list[int]) -> None:
+        """Turn the last n[b] fed slots of row b into holes (rejected drafts), then crop all-hole tail columns and,
+        when the holes pile up, compact the cache. Host counts (a list or a CPU tensor: what the decoding loop
+        passes) cost no device read."""
+        host = isinstance(n, list) or n.device.type == "cpu"
+        n_host = n if isinstance(n, list) else n.tolist() if host else None
+        n = torch.tensor(n, dtype=torch.long) if isinstance(n, list) else n
+        n_max = max(n_host) if host else int(n.max())
         if n_max == 0:
             return
-        n_min = int(n.min())
-        host = n.device.type == "cpu"
+        n_min = min(n_host) if host else int(n.min())
         n = n.to(self.device)
+        if host and self.lengths is not None:
+            self.lengths = [a - b for a, b in zip(self.lengths, n_host)]
+        else:
+            self.lengths = None
         S = self.seq_len
         slot = torch.arange(S, device=self.device).unsqueeze(0)
         self.mask = self.mask.masked_fill(slot >= (S - n).unsqueeze(1), 0)
@@ -299,6 +380,30 @@ class LM:
         if keep < S:
             self.cache.crop(keep - S)  # negative: remove S-keep slots (transformers 5 semantics)
             self.mask = self.mask[:, :keep]
+        if self.lengths is not None and self.seq_len - max(self.lengths, default=0) > max(
+                8, self.compact_slack * self.seq_len):
+            self.compact()
+
+    def compact(self) -> None:
+        """Gather each row's real slots into a left-padded layout at the length of the longest row (needs the
+        host-side lengths; no device read). Keys keep their rotary positions, and `next_pos` the true positions,
+        so attention is unchanged (exact: the same keys and values in the same order per row)."""
+        if self.lengths is None:
+            raise RuntimeError("compact() needs the rows' lengths on the host")
+        S, width = self.seq_len, max(self.lengths, default=0)
+        if width >= S:
+            return
+        # A stable sort puts each row's holes first and its real slots after them, in their original order.
+        order = torch.sort(self.mask, dim=1, stable=True).indices[:, S - width:]
+        for layer in self.cache.layers:
+            if getattr(layer, "keys", None) is None or layer.keys.numel() == 0:
+                continue
+            idx = order.view(order.shape[0], 1, width, 1).expand(-1, layer.keys.shape[1], -1, layer.keys.shape[-1])
+            layer.keys = layer.keys.gather(2, idx)
+            layer.values = layer.values.gather(2, idx.expand(-1, -1, -1, layer.values.shape[-1]))
+        self.mask = self.mask.gather(1, order)
+        self.real_tail = min(self.lengths, default=0)
+        self.compactions += 1
 
     def prefill(self, sequences: list[list[int]]) -> torch.Tensor | None:
         """Reset and feed left-padded sequences (may be empty lists); returns their last hidden states [B, L, H]

@@ -33,7 +33,9 @@ class Proposer:
     ) -> Proposal:
         raise NotImplementedError
 
-    def commit(self, num_accepted: torch.Tensor, emitted: torch.Tensor) -> None:
+    def commit(self, num_accepted: list[int], emitted: list[int]) -> None:
+        """The round's outcome per row, as host lists (the decoding loop's one device→host copy of the round):
+        accepted drafts, and the token emitted after them."""
         raise NotImplementedError
 
     @property
@@ -96,19 +98,19 @@ class DraftModelProposer(Proposer):
         self._last_drafts = draft_tokens
         return Proposal(draft_tokens, torch.stack(probs, 1), torch.stack(hiddens, 1))
 
-    def commit(self, num_accepted: torch.Tensor, emitted: torch.Tensor) -> None:
+    def commit(self, num_accepted: list[int], emitted: list[int]) -> None:
         fed = self._fed_drafts
-        kept = num_accepted.clamp(max=fed)
-        self.lm.rollback(fed - kept)
+        self.lm.rollback([fed - min(k, fed) for k in num_accepted])
         # Pending: the emitted token, after the last draft in rows that accepted it without it having been fed (all
-        # γ accepted, no bonus position), left-padded. Built on the device from the drafts, so nothing is read back
-        # when the counts are host tensors (the inference loop's); the validity mask stays on the host.
-        x = emitted.view(-1, 1)
-        full = (num_accepted > fed).view(-1, 1)
-        if bool(full.any()):
+        # γ accepted, no bonus position), left-padded. Built on the device from the drafts and host lists, so
+        # nothing is read back; the validity mask stays on the host.
+        x = torch.tensor(emitted, dtype=torch.long).view(-1, 1)
+        full = [k > fed for k in num_accepted]
+        if any(full):
             last = self._last_drafts[:, fed:fed + 1]
-            first = torch.where(full.to(last.device), last, torch.zeros_like(last))
-            self.pending = (torch.cat([first, x.to(last.device)], 1), torch.cat([full, torch.ones_like(full)], 1).cpu())
+            full_h = torch.tensor(full).view(-1, 1)
+            first = torch.where(full_h.to(last.device), last, torch.zeros_like(last))
+            self.pending = (torch.cat([first, x.to(last.device)], 1), torch.cat([full_h, torch.ones_like(full_h)], 1))
         else:
             self.pending = (x, None)
 
@@ -158,8 +160,8 @@ class NgramProposer(Proposer):
         probs = torch.nn.functional.one_hot(ids, self.vocab_size).float()
         return Proposal(ids[:, :gamma], probs, None)
 
-    def commit(self, num_accepted: torch.Tensor, emitted: torch.Tensor) -> None:
-        for seq, row, n, x in zip(self.history, self._last, num_accepted.tolist(), emitted.tolist()):
+    def commit(self, num_accepted: list[int], emitted: list[int]) -> None:
+        for seq, row, n, x in zip(self.history, self._last, num_accepted, emitted):
             seq.extend(row[:n] + [x])
 
 
@@ -187,7 +189,7 @@ class FeatureDrafter(Proposer):
         self.hidden_size = net.cfg.hidden
         self.vocab_size = target.vocab_size
         self._seconds, self._calls = 0.0, 0
-        self.sync_timing = True  # as LM.sync_timing: on CUDA, wait for the device so the timer is compute time
+        self.sync_timing = False  # as LM.sync_timing: True waits for the device so the timer is compute time
         self._prompts: list[list[int]] = []
         self._round_hidden: torch.Tensor | None = None
         self._prefilled = False
@@ -325,21 +327,21 @@ class FeatureDrafter(Proposer):
         self._round_hidden = None
         return Proposal(self._drafts, torch.stack(probs, 1), torch.stack(hiddens, 1))
 
-    def commit(self, num_accepted: torch.Tensor, emitted: torch.Tensor) -> None:
+    def commit(self, num_accepted: list[int], emitted: list[int]) -> None:
         if self._round_hidden is None:
             raise RuntimeError("FeatureDrafter.commit before the target's hidden states of the round were observed")
         self._crop(self._fed_drafts)  # draft slots ran on the drafter's own features: rebuilt from the target's
         self._fed_drafts = 0
         h = self._round_hidden
         B = h.shape[0]
-        n = num_accepted.to(self.device)
-        emitted = emitted.to(self.device)
+        n = torch.tensor(num_accepted, dtype=torch.long, device=self.device)
+        emitted = torch.tensor(emitted, dtype=torch.long, device=self.device)
         # The round's committed tokens: accepted drafts, then the emitted one; each pairs with the target's
         # hidden state at the fed position before it (h[:, 0] is that of the previous round's emitted token).
         toks = torch.cat([self._drafts, torch.zeros(B, 1, dtype=torch.long, device=self.device)], 1)
         toks = toks.scatter(1, n.unsqueeze(1), emitted.unsqueeze(1))
-        W = int(num_accepted.max()) + 1
-        ragged = int(num_accepted.min()) + 1 < W
+        W = max(num_accepted) + 1
+        ragged = min(num_accepted) + 1 < W
         j = torch.arange(W, device=self.device).unsqueeze(0)
         src = j - (W - 1 - n.unsqueeze(1))  # left-padded: row b's n_b+1 pairs end at column W-1
         valid = src >= 0

@@ -128,7 +128,7 @@ class Recording(FeatureDrafter):
     def commit(self, num_accepted, emitted):
         drafts = self._drafts.tolist()
         super().commit(num_accepted, emitted)
-        for b, (n, x) in enumerate(zip(num_accepted.tolist(), emitted.tolist())):
+        for b, (n, x) in enumerate(zip(num_accepted, emitted)):
             self.seqs[b] += drafts[b][:n] + [x]
 
 
