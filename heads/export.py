@@ -186,6 +186,16 @@ def load_head(
             f"rule, so retrain the head with this code (or decode with the code revision it was trained with: "
             f"{config.get('git_revision', 'unknown')})"
         )
+    try:
+        hcfg = HeadConfig.from_dict(config["arch"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise HeadFormatError(f"{path / CONFIG}: bad 'arch' entry ({e})") from e
+    # `expect` reads the top-level widths, the head is built from 'arch': they must agree, or a head for other
+    # models would pass the check and fail (or misread its inputs) only when decoding.
+    for key in ("hidden_q", "hidden_p", "num_features"):
+        if config.get(key) != getattr(hcfg, key):
+            raise HeadFormatError(f"{path / CONFIG} contradicts itself: {key} is {config.get(key)!r} at the top level "
+                                  f"but {getattr(hcfg, key)!r} in its architecture; re-export the head")
     for key, want in (expect or {}).items():
         have = config.get(key)
         if have != want:
@@ -193,10 +203,6 @@ def load_head(
                 f"head at {path} does not fit these models: {key} is {have!r} in the export but {want!r} here "
                 f"(the head was trained for models {config.get('models')}); train or pick a head for this model pair"
             )
-    try:
-        hcfg = HeadConfig.from_dict(config["arch"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise HeadFormatError(f"{path / CONFIG}: bad 'arch' entry ({e})") from e
     try:
         state = load_file(str(weights))
     except (SafetensorError, OSError) as e:
