@@ -117,3 +117,29 @@ def test_every_greedy_identity_check_uses_the_one_classifier():
         assert calls & {"compare_greedy", "greedy_comparison"}, path.name  # (Trio.greedy_comparison wraps it)
         defs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
         assert not defs & {"classify_divergence", "first_divergence", "compare_greedy"}, path.name
+
+
+def test_bench_scores_are_what_greedy_decoding_took_and_a_forced_flip_is_classified(micro_trio):
+    """Trio.greedy_scores (used by contrastive_speed and feature_drafter) at each prefix of a greedy run has that
+    run's next token as its argmax, for target-only greedy and for vanilla CD; a run forced onto the second-best
+    token is a real mismatch at the dtype's tolerance and a near tie at a tolerance above its margin."""
+    from bench.contrastive_speed import Trio
+
+    trio = Trio(micro_trio, "cpu", "float32")
+    prompt = trio.tok.encode("Question: Tom has 3 apples and buys 4 more. How many?")
+    for method, alpha in (("cd", None), ("cd", 0.5)):  # CD at α = 0 (alpha None) is the target's own greedy
+        out = trio.run(method, [prompt], alpha=alpha or 0.0, beta=0.1, gamma=0, temperature=0.0,
+                       max_new_tokens=8, seed=0).tokens[0]
+        for d in range(len(out)):
+            assert int(trio.greedy_scores(prompt, out[:d], alpha, 0.1).argmax()) == out[d], (alpha, d)
+        d = 2
+        s = trio.greedy_scores(prompt, out[:d], alpha, 0.1)
+        second = int(torch.topk(s, 2).indices[1])
+        forced = [out[:d] + [second]]
+        margin = float(s.max() - s[second])
+        res = trio.greedy_comparison([out], forced, [prompt], alpha, 0.1)
+        assert [(m["row"], m["position"]) for m in res.mismatches] == [(0, d)] and margin > trio.greedy_tol(alpha)
+        assert res.mismatches[0]["margin"] == pytest.approx(margin, abs=1e-5)
+        loose = compare_greedy([out], forced, lambda i, pre, a=alpha: trio.greedy_scores(prompt, pre, a, 0.1),
+                               tol=margin * 1.01)
+        assert [(m["row"], m["position"]) for m in loose.near_ties] == [(0, d)] and loose.ok
