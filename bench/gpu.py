@@ -327,7 +327,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="which timed run of a cell is kept (min: robust on a shared, loaded machine)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--dtype", default=None, help="default: bfloat16 on CUDA, float32 on CPU")
+    ap.add_argument("--dtype", default=None, help="default: auto (bfloat16 where the device runs it fast: CUDA, or a "
+                    "CPU with AVX512-BF16/AMX; float32 elsewhere)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward (generate(compile=True))")
     ap.add_argument("--with-records", action="store_true", help="also sd and head with records=True")
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    dtype = resolve_dtype(args.dtype or "auto", device)
     if args.smoke:
         args.random_pair = args.random_pair or "tiny"
         args.new_tokens, args.batch_sizes, args.repeats = min(args.new_tokens, 16), [1, 4], 1

@@ -201,7 +201,8 @@ def run_method(
         # likewise a feature drafter's weights: train/drafter.py re-exports to the same <run dir>/drafter
         "drafter_sha256": drafter_sha256(spec.proposer),
         "method_config": _plain(cfg.method),  # max_ngram, drafter, threshold, ...
-        "model_settings": {k: (cfg.get("model") or {}).get(k) for k in ("dtype", "device")},
+        # the dtype used ("auto" resolved), so bf16 and float32 runs never resume into each other
+        "model_settings": {"dtype": models.dtype, "device": (cfg.get("model") or {}).get("device")},
         "reward_opts": _plain(cfg.task.get("reward_opts") or {}),
     }
     _check_resume(out_dir, signature, bool(cfg.get("resume", False)))
@@ -309,6 +310,7 @@ def finish_metrics(cfg: DictConfig, spec: MethodSpec, task: Task, examples: Any,
         "gamma": spec.gamma, "batch_size": signature["batch_size"], "max_new_tokens": signature["max_new_tokens"],
         "model": signature["model"], "params": spec.params, "head": signature["head"], "head_task": htask,
         "cross_task": bool(htask is not None and htask != task.name),
+        "dtype": signature["model_settings"]["dtype"],  # the models' dtype ("auto" resolved)
     }
     m.update(_summary(samples, batches, cfg))
     if spec.extra_metrics is not None:

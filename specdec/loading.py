@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from specdec.models import LM, check_tokenizers_match, load_model, weights_fingerprint
+from specdec.models import LM, check_tokenizers_match, dtype_name, load_model, resolve_dtype, weights_fingerprint
 
 ROLES = ("target", "draft", "amateur")
 
@@ -27,7 +27,8 @@ class Models:
         self.cfg = OmegaConf.to_container(model_cfg, resolve=True) if isinstance(model_cfg, DictConfig) \
             else dict(model_cfg)
         self.device = self.cfg.get("device", "cpu") or "cpu"
-        self.dtype = self.cfg.get("dtype", "float32") or "float32"
+        # Resolved once ("auto": bfloat16 where the device runs it fast), so run files record the dtype used.
+        self.dtype = dtype_name(resolve_dtype(self.cfg.get("dtype", "float32") or "float32", self.device))
         self._lms: dict[str, LM] = {}
         self._tok = None
         self._fingerprints: dict[str, str] = {}

@@ -175,7 +175,8 @@ def _load_gguf(path: Path, device: str | torch.device, dtype: str | torch.dtype)
     try:
         tokenizer = _gguf_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(
-            str(path.parent), gguf_file=path.name, dtype=resolve_dtype(dtype), attn_implementation="sdpa"
+            str(path.parent), gguf_file=path.name, dtype=resolve_dtype(dtype), attn_implementation="sdpa",
+            **_dense_gguf(),
         )
     except ImportError:
         raise
@@ -185,6 +186,17 @@ def _load_gguf(path: Path, device: str | torch.device, dtype: str | torch.dtype)
     model.to(resolve_device(device)).eval()
     model.requires_grad_(False)
     return model, tokenizer
+
+
+def _dense_gguf() -> dict:
+    """Ask for dense weights: transformers >= 5.25 can keep GGUF weights packed in their quantized blocks and
+    compute every matmul in float32 through a hub kernel. That would change the numerics and cost of the real pair
+    (measured dense), make bf16 pointless, and depend on a download; dense weights are what the project measures."""
+    try:
+        from transformers import GgufConfig
+    except ImportError:  # older transformers: always dense
+        return {}
+    return {"quantization_config": GgufConfig(dequantize=True)}
 
 
 def _gguf_tokenizer(path: Path):

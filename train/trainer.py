@@ -570,6 +570,7 @@ def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict,
         "tokenizer_hash": tokenizer_hash(models.tokenizer_only()),
         # checked at load (heads.check_head_models); export_checkpoint passes the checkpoint's own
         "model_fingerprints": models.fingerprints() if fingerprints is None else fingerprints,
+        "model_dtype": models.dtype,  # the frozen models' dtype in training ("auto" resolved)
         "target": OmegaConf.to_container(cfg.target, resolve=True),
         "lambda": float(cfg["lambda"]),
         "lambda_meaning": "per token: objective E[R + lambda * (1/T) sum_t (1 - w_t TV(p_t, q_t))]",
