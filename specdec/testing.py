@@ -77,3 +77,34 @@ def pooled_chisquare_pvalue(counts: torch.Tensor, probs: torch.Tensor, min_expec
     if cells - groups < 1:
         raise ValueError("too few cells for a chi-square test: every group has one cell with expected counts")
     return float(chi2.sf(stat, cells - groups))
+
+
+class HostReads:
+    """Counts reads of tensor values into Python while active (`with HostReads() as reads: ...; reads.n`): scalar
+    reads (.item(), int(), bool(), float()), data-dependent shapes (nonzero) and whole-tensor copies (.tolist(),
+    .numpy()), wherever they are made (engine or transformers). On a GPU each read of a device tensor waits for the
+    device. On the CPU every tensor is a host tensor, so this over-counts (a read of a host-built mask counts
+    too): an upper bound on the device→host reads a GPU would wait for."""
+
+    NAMES = ("item", "tolist", "numpy", "nonzero", "__bool__", "__int__", "__float__", "__index__")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._saved: dict[str, object] = {}
+
+    def __enter__(self) -> HostReads:
+        for name in self.NAMES:
+            orig = getattr(torch.Tensor, name)
+            self._saved[name] = orig
+
+            def counted(t, *a, _orig=orig, **k):
+                if t.numel() and t.device.type != "meta":
+                    self.n += 1
+                return _orig(t, *a, **k)
+            setattr(torch.Tensor, name, counted)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, orig in self._saved.items():
+            setattr(torch.Tensor, name, orig)
+        self._saved.clear()

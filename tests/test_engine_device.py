@@ -9,7 +9,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from specdec import LM, DraftModelProposer, StaticEnsembleRule, generate
 from specdec.cos import cos_generate
-from specdec.testing import noisy_copy, random_llama
+from specdec.testing import HostReads, noisy_copy, random_llama
 
 PROMPTS = [[1, 5, 7], [1, 9, 3, 4, 22, 8, 9, 3], [1], [3, 3, 3, 3, 3]]
 
@@ -56,24 +56,6 @@ def test_ragged_batch_is_finite_and_equals_each_row_alone(impl, dtype, tol):
         assert (lp2[0] - lp_batch2[b]).abs().max() <= tol
 
 
-class HostReads:
-    """Counts device→host reads made by the engine during one call: scalar reads (.item(), int(), bool()),
-    data-dependent shapes (nonzero) and whole-tensor copies (.tolist(), .numpy()). On the CPU every tensor is a
-    host tensor, so this over-counts (a read of an already-host tensor counts too): an upper bound on what a GPU
-    would wait for."""
-
-    def __init__(self, monkeypatch):
-        self.n = 0
-        for name in ("item", "tolist", "numpy", "nonzero", "__bool__", "__int__", "__float__", "__index__"):
-            orig = getattr(torch.Tensor, name)
-
-            def counted(t, *a, _orig=orig, **k):
-                if t.numel() and t.device.type != "meta":
-                    self.n += 1
-                return _orig(t, *a, **k)
-            monkeypatch.setattr(torch.Tensor, name, counted)
-
-
 @pytest.fixture(scope="module")
 def pair():
     target = random_llama(64, hidden=48, layers=2, seed=0, dtype=torch.float32, init_std=0.3)
@@ -81,17 +63,16 @@ def pair():
 
 
 @pytest.mark.parametrize("records", [True, False])
-def test_reads_per_round_are_a_small_constant(pair, monkeypatch, records):
+def test_reads_per_round_are_a_small_constant(pair, records):
     target, draft = pair
     prompts = [[1, 2 + b % 7, 3 + b % 5] + [4] * (b % 4) for b in range(16)]
 
     def run(new_tokens):
         tl, dl = LM(target), LM(draft)
-        counter = HostReads(monkeypatch)
-        out = generate(tl, DraftModelProposer(dl), prompts, rule=StaticEnsembleRule(0.5), gamma=4,
-                       max_new_tokens=new_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0),
-                       records=records, record_hidden=records)
-        monkeypatch.undo()
+        with HostReads() as counter:
+            out = generate(tl, DraftModelProposer(dl), prompts, rule=StaticEnsembleRule(0.5), gamma=4,
+                           max_new_tokens=new_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0),
+                           records=records, record_hidden=records)
         return counter.n, out.stats["rounds"]
 
     short, long = run(8), run(40)
@@ -101,15 +82,14 @@ def test_reads_per_round_are_a_small_constant(pair, monkeypatch, records):
     assert per_round <= 3, f"{per_round:.1f} device→host reads per round (records={records})"
 
 
-def test_cos_reads_per_round_are_a_small_constant(pair, monkeypatch):
+def test_cos_reads_per_round_are_a_small_constant(pair):
     target, draft = pair
     prompts = [[1, 2 + b % 7, 3 + b % 5] + [4] * (b % 4) for b in range(8)]
 
     def run(new_tokens):
-        counter = HostReads(monkeypatch)
-        out = cos_generate(LM(target), LM(draft), prompts, alpha=0.5, beta=0.1, gamma=4, max_new_tokens=new_tokens,
-                           generator=torch.Generator().manual_seed(0))
-        monkeypatch.undo()
+        with HostReads() as counter:
+            out = cos_generate(LM(target), LM(draft), prompts, alpha=0.5, beta=0.1, gamma=4,
+                               max_new_tokens=new_tokens, generator=torch.Generator().manual_seed(0))
         return counter.n, out.stats["rounds"]
 
     short, long = run(8), run(40)
