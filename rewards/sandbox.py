@@ -38,6 +38,7 @@ _CHILD_FILE = Path(__file__).with_name("sandbox_child.py")
 _CHILD_SOURCE = _CHILD_FILE.read_text()
 _FINISH_LINE = next(i for i, line in enumerate(_CHILD_SOURCE.splitlines(), 1) if "# FINISH" in line)
 _PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CHECKED_PARTS = ("tests",)  # parts whose comparisons only trust built-in data (see run_program)
 _warned_fallback = False
 _warn_lock = threading.Lock()
 
@@ -137,10 +138,13 @@ def run_program(
     *,
     limits: Limits | None = None,
     use_bwrap: bool | None = None,
+    checked: Sequence[str] = CHECKED_PARTS,
 ) -> ExecResult:
     """Run the program given as [(name, source), ...] (executed in order in one namespace) or as one source string.
 
     use_bwrap: None = use it when available (SPECDEC_SANDBOX_BWRAP=0/1 overrides), True = required, False = off.
+    checked: names of the parts that are tests: their comparisons and truth tests accept only built-in data (an
+    object whose __eq__ always says True fails them), and they see pristine builtins (rewards/sandbox_child.py).
     """
     limits = limits or Limits()
     if isinstance(parts, str):
@@ -177,7 +181,8 @@ def run_program(
     finally:
         os.close(res_w)
     try:
-        status, out, err, res = _communicate(proc, token, parts, res_r, limits, start)
+        job = [[name, source, name in checked] for name, source in parts]
+        status, out, err, res = _communicate(proc, token, job, res_r, limits, start)
     finally:
         _kill(proc)
         os.close(res_r)
@@ -298,10 +303,11 @@ def run_many(
     max_workers: int = 2,
     limits: Limits | None = None,
     use_bwrap: bool | None = None,
+    checked: Sequence[str] = CHECKED_PARTS,
 ) -> list[ExecResult]:
     """run_program over a batch with at most max_workers sandboxes alive at once; results in input order."""
     if not programs:
         return []
     _resolve_bwrap(use_bwrap)  # probe and warn once, before the threads start
     with ThreadPoolExecutor(max_workers=max(1, int(max_workers))) as pool:
-        return list(pool.map(lambda p: run_program(p, limits=limits, use_bwrap=use_bwrap), programs))
+        return list(pool.map(lambda p: run_program(p, limits=limits, use_bwrap=use_bwrap, checked=checked), programs))

@@ -38,8 +38,11 @@ def _guard(runner_frame, finish_line: int, result_fd: int) -> tuple:
     token, _, job = b"".join(chunks).partition(b"\n")
     import json
 
-    codes = tuple((name, compile(src, f"<{name}>", "exec")) for name, src in json.loads(job))
-    expected = {id(code): code for _, code in codes}  # the dict keeps them alive, so ids stay theirs
+    codes = tuple(
+        (name, compile(_checked_tree(src) if rest and rest[0] else src, f"<{name}>", "exec"), bool(rest and rest[0]))
+        for name, src, *rest in json.loads(job)
+    )
+    expected = {id(code): code for _, code, _ in codes}  # the dict keeps them alive, so ids stay theirs
     executed: set[int] = set()
     root = os.path.realpath(os.getcwd())
     own_proc = f"/proc/{os.getpid()}"
@@ -173,10 +176,24 @@ def _main() -> None:
         flush()
         exit_(3)
     namespace = {"__name__": "__main__", "__builtins__": builtins}
+    # Taken before the program runs: the checked parts (the tests) see these builtins and helpers, whatever the
+    # program did to the builtins module or to its own globals.
+    pristine_builtins = dict(builtins.__dict__)
+    helpers = _checks()
+    tests_ns = None
     part = None
     try:
-        for part, code in codes:  # noqa: B007 - `part` names the failing part below
-            run(code, namespace)
+        for part, code, checked in codes:  # noqa: B007 - `part` names the failing part below
+            if not checked:
+                run(code, namespace)
+                continue
+            if tests_ns is None:
+                # The program's names (its functions) in a globals dict of the tests' own: a `global` statement
+                # in a function the tests call rebinds the program's namespace, not the tests' helpers.
+                tests_ns = dict(namespace)
+                tests_ns["__builtins__"] = pristine_builtins
+            tests_ns.update(helpers)
+            run(code, tests_ns)
     except SystemExit as e:
         status, info = "exit", {"error": f"SystemExit({e.code!r}) in <{part}> before all tests ran"}
     except AssertionError as e:
@@ -190,6 +207,121 @@ def _main() -> None:
     flush()
     write(result_fd, (dumps({"status": status, **info}) + "\n").encode())
     exit_(1)
+
+
+CMP, CHAIN, TRUTH = "__sandbox_compare__", "__sandbox_chain__", "__sandbox_truth__"
+
+
+def _checked_tree(src: str):
+    """The tests' syntax tree with every comparison and every truth test (assert, if, while, conditional
+    expression, and/or/not) routed through the helpers of `_checks`: a value the program returned is compared or
+    tested only when it is built-in data, so an object whose __eq__ (or __bool__, __lt__, ...) always says yes
+    cannot pass an assert."""
+    import ast
+
+    ops = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Is: "is",
+           ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+
+    def call(name: str, args: list) -> ast.Call:
+        return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[])
+
+    class Checked(ast.NodeTransformer):
+        def visit_Compare(self, node):
+            self.generic_visit(node)
+            names = [ast.Constant(ops[type(op)]) for op in node.ops]
+            if len(names) == 1:
+                new = call(CMP, [names[0], node.left, node.comparators[0]])
+            else:  # a < b < c: later operands stay lazy (evaluated only if the chain gets there), as in Python
+                no_args = ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+                new = call(CHAIN, [node.left] + [ast.Tuple([n, ast.Lambda(no_args, c)], ast.Load())
+                                                 for n, c in zip(names, node.comparators)])
+            return ast.copy_location(new, node)
+
+        def truth(self, node):
+            if isinstance(node, ast.BoolOp):
+                return ast.copy_location(ast.BoolOp(node.op, [self.truth(v) for v in node.values]), node)
+            if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                return ast.copy_location(ast.UnaryOp(ast.Not(), self.truth(node.operand)), node)
+            return ast.copy_location(call(TRUTH, [node]), node)
+
+        def visit_Assert(self, node):
+            self.generic_visit(node)
+            node.test = self.truth(node.test)
+            return node
+
+        visit_If = visit_While = visit_IfExp = visit_Assert
+
+    return ast.fix_missing_locations(Checked().visit(ast.parse(src)))
+
+
+def _checks() -> dict:
+    """The helpers `_checked_tree` calls. Built before the program runs, from references taken now.
+
+    A value is trusted when every class of its type's MRO up to the first built-in type (the built-in scalar and
+    container types, collections' dicts and deque, or object) leaves the methods a comparison or a truth test
+    calls to that built-in type: then the answer comes from built-in code (object's is identity: such an
+    instance equals only itself). Containers are checked element by element. A value that is not trusted raises
+    AssertionError: the test fails rather than take the program's own answer to "are these equal?"."""
+    import collections
+    import operator
+
+    type_, id_, bool_, repr_, dict_items = type, id, bool, repr, dict.items
+    scalars = {bool, int, float, complex, str, bytes, type(None), type(Ellipsis), range}
+    iterate = {list: list.__iter__, tuple: tuple.__iter__, set: set.__iter__, frozenset: frozenset.__iter__,
+               collections.deque: collections.deque.__iter__}
+    mappings = {dict, collections.OrderedDict, collections.defaultdict, collections.Counter}
+    builtin = scalars | set(iterate) | mappings | {object}
+    dunders = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__len__", "__contains__",
+               "__iter__")
+    compare = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+               ">=": operator.ge, "in": lambda a, b: operator.contains(b, a),
+               "not in": lambda a, b: not operator.contains(b, a)}
+
+    def builtin_base(t):
+        """The built-in type whose methods an instance of t uses for comparisons and truth, or None."""
+        for c in type_.__dict__["__mro__"].__get__(t):  # type's own descriptor: not a metaclass's __getattr__
+            if c in builtin:
+                return c
+            if any(d in type_.__dict__["__dict__"].__get__(c) for d in dunders):
+                return None
+        return None
+
+    def trusted(x, seen: set, depth: int) -> bool:
+        base = builtin_base(type_(x))
+        if base is None or depth > 200:
+            return False
+        if base is object or base in scalars or id_(x) in seen:
+            return True
+        seen.add(id_(x))
+        if base in mappings:
+            return all(trusted(k, seen, depth + 1) and trusted(v, seen, depth + 1) for k, v in dict_items(x))
+        return all(trusted(v, seen, depth + 1) for v in iterate[base](x))
+
+    def check(x):
+        if not trusted(x, set(), 0):
+            raise AssertionError(f"the test compared or tested a {repr_(type_(x))} that defines its own comparison "
+                                 f"or truth value: the program's own answer is not trusted")
+        return x
+
+    def compare_(op, a, b):
+        if op == "is":
+            return a is b
+        if op == "is not":
+            return a is not b
+        return bool_(compare[op](check(a), check(b)))
+
+    def chain(left, *rest):
+        for op, right in rest:
+            right = right()
+            if not compare_(op, left, right):
+                return False
+            left = right
+        return True
+
+    def truth(x):
+        return bool_(check(x))
+
+    return {CMP: compare_, CHAIN: chain, TRUTH: truth}
 
 
 def _lineno(e: BaseException):
