@@ -53,13 +53,30 @@ def test_micro_trio_layout_and_manifest(micro_trio):
     assert bm.is_built(micro_trio)
 
 
-def test_training_reduces_loss_on_completions():
+def test_training_reduces_loss_on_completions(tmp_path):
     pools = {t: bm.encode_examples(t, bm._rows(t, 64, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
     ids, mask = bm.batch_for(bm.step_indices(0, 0, 8, pools, bm.TASK_MIX), pools)
     # the mask covers exactly the completion + eos targets: the token after each masked position
     for r in range(ids.shape[0]):
         nxt = ids[r, 1:][mask[r, :-1].bool()]
         assert nxt[-1] == bm.EOS_ID and (nxt != bm.PAD_ID).all()
+
+    # and training lowers that loss: the completion loss on a fixed batch the run never draws (another seed),
+    # before (train_model's own initial weights: same seed) and after 40 steps of train_model
+    held_ids, held_mask = bm.batch_for(bm.step_indices(99, 0, 16, pools, bm.TASK_MIX), pools)
+
+    @torch.no_grad()
+    def completion_loss(model) -> float:
+        logits = model(input_ids=held_ids).logits.float()
+        per_tok = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), held_ids[:, 1:], reduction="none")
+        return float((per_tok * held_mask[:, :-1]).sum() / held_mask[:, :-1].sum())
+
+    torch.manual_seed(0 * 1000 + bm.MODEL_NAMES.index("target"))
+    before = completion_loss(AutoModelForCausalLM.from_config(bm.make_config(bm.MICRO.target)).eval())
+    tr = replace(bm.MICRO.train_target, steps=40)
+    bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path, seed=0, ckpt_every=1000, progress=False)
+    after = completion_loss(AutoModelForCausalLM.from_pretrained(tmp_path / "target").eval())
+    assert after < 0.8 * before, (before, after)  # measured 4.56 -> 2.86
 
 
 def test_independent_recipe_draft_is_a_competent_cheaper_model():
