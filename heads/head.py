@@ -10,7 +10,6 @@ is independent of the seed until trained.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -51,27 +50,6 @@ class HeadConfig:
         return cls(**d)
 
 
-def rowwise_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, max_elems: int = 1 << 24) -> torch.Tensor:
-    """F.linear(x, weight, bias) as one dot product per output, reduced over the contiguous last dim, so each row's
-    result does not depend on how many rows come with it. A GEMM picks its blocking from the batch shape (measured:
-    a row alone vs in a batch of 37 differs by ~4e-6), and the head runs on a few rows per round while decoding but
-    on whole rollouts in the update: w must be bit-identical in both. Chunked to bound the [rows, out, in] product."""
-    flat = x.reshape(-1, x.shape[-1])
-    rows = max(1, max_elems // max(weight.numel(), 1))
-    out = torch.cat([(c.unsqueeze(-2) * weight).sum(-1) for c in flat.split(rows)]) if len(flat) else \
-        flat.new_zeros(0, weight.shape[0])
-    return (out + bias).reshape(*x.shape[:-1], weight.shape[0])
-
-
-def _elementwise_stable(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """fn(x) for a transcendental fn (sigmoid, GELU), the same for an element wherever it sits in the tensor. CPU
-    kernels run the vectorised body (SLEEF exp/erf) on most elements and a scalar libm loop on the tail, which
-    differ in the last bit, and which elements form the tail depends on the batch shape (measured: w 0.08022626 vs
-    0.08022627 for the same inputs). Computed in float64 and rounded back, the two agree unless the float64 value
-    lies within one float64 ulp of a float32 rounding boundary (~1e-9 per element)."""
-    return fn(x.double()).to(x.dtype) if x.dtype != torch.float64 else fn(x)
-
-
 class EnsembleHead(nn.Module):
     def __init__(self, cfg: HeadConfig):
         super().__init__()
@@ -91,8 +69,9 @@ class EnsembleHead(nn.Module):
         cfg = self.cfg
         # Inputs are upcast before any math, whatever dtype the caller hands in: decoding passes the models' bf16
         # hidden states, the update their float32 copies. bf16 -> float32 is exact, so the layer norm (in at least
-        # float32) and all after it see the same numbers in both, and w at rollout and at update agree bit for bit
-        # (the importance ratio starts at exactly 1). The layers then run in the head's own parameter dtype.
+        # float32) and all after it see the same numbers in both: w at rollout and at update agree up to the
+        # GEMM's batch-shape-dependent summation order (~1e-7), where a bf16 layer norm differed by ~1e-3. The
+        # layers then run in the head's own parameter dtype.
         dtype = torch.promote_types(self.out.weight.dtype, torch.float32)
         parts = []
         if cfg.use_hidden:
@@ -112,11 +91,8 @@ class EnsembleHead(nn.Module):
                 raise ValueError(f"head expects {cfg.num_features} pair features, got {got}")
             parts.append(feats)
         x = torch.cat([t.to(dtype) for t in parts], dim=-1).to(self.out.weight.dtype)
-        if cfg.arch == "mlp":
-            lin = self.body[0]
-            x = _elementwise_stable(F.gelu, rowwise_linear(x, lin.weight, lin.bias))
-        return rowwise_linear(x, self.out.weight, self.out.bias).squeeze(-1)
+        return self.out(self.body(x)).squeeze(-1)
 
     def forward(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor | None = None) -> torch.Tensor:
         """w in [0, 1] with the leading shape of the inputs."""
-        return _elementwise_stable(torch.sigmoid, self.logits(h_q, h_p, feats))
+        return torch.sigmoid(self.logits(h_q, h_p, feats))

@@ -543,6 +543,7 @@ class Trainer:
         export = Path(cfg.export_dir) if cfg.export_dir else self.run_dir / "head"
         summary = {"run_dir": str(self.run_dir), "head": str(export), "task": cfg.task.name, "lambda": self.lam,
                    "target": cfg.target.kind, "data": self.data_label, "steps": len(hist),
+                   "dtype": self.models.dtype,  # the frozen models' ("auto" resolved)
                    "final": final, "first": first}
         if self.rank == 0:
             export_head(self.head, export, export_meta(cfg, self.models, self.data_label, final))
