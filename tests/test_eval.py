@@ -101,6 +101,16 @@ def test_equal_pair_accepts_everything_disjoint_pair_as_expected(name, params, m
         assert acc == 1.0
     elif name == "static":  # accept prob (1 - w) at every position: E[accepted/γ] = sum_i (1-w)^i / γ
         assert acc == pytest.approx(sum(0.5 ** i for i in range(1, GAMMA + 1)) / GAMMA, abs=0.05)
+    elif name == "lossy":  # ν = p/l is 0 on q's support: every draft is rejected, whatever the lenience
+        assert acc == 0.0
+    elif name == "cascade":  # w ∈ {0, 1}: a draft is accepted surely where w = 0 (ν = q), never where w = 1
+        defer = (pd.amax(-1) - qd.amax(-1) > params["threshold"])[:, :GAMMA]
+        want = float((~defer).long().cumprod(-1).sum(-1).float().mean() / GAMMA)
+        assert 0.0 < want < 1.0 and acc == pytest.approx(want, abs=1e-12)
+    elif name == "diversed":  # the fresh head's w = init_w = 0.7 everywhere: accept prob 0.3 at every position
+        assert acc == pytest.approx(sum(0.3 ** i for i in range(1, GAMMA + 1)) / GAMMA, abs=0.05)
+    else:
+        raise AssertionError(f"no expectation for {name} {params}: add one")
 
 
 def test_equal_pair_end_to_end(micro_trio, head_dir, tmp_path):
