@@ -169,6 +169,10 @@ def test_policy_loss_differentiable_lambda_term():
     acc = ((1 - w * tv) * MASK).sum() / MASK.sum()
     assert torch.allclose(a.loss, b.loss - 0.5 * acc)
     assert a.approx_kl.abs().item() < 1e-15 and a.clip_frac.item() == 0.0
+    # differentiable: the λ term's gradient reaches w, d(a - b)/dw = λ·tv/n on masked tokens ('reward' mode: none)
+    (ga,) = torch.autograd.grad(a.loss, w)
+    (gb,) = torch.autograd.grad(b.loss, w)
+    assert torch.allclose(ga - gb, 0.5 * tv * MASK / MASK.sum()) and (ga - gb)[MASK].abs().min() > 0
 
 
 def test_lambda_is_per_token_a_mean_over_each_trajectory():
