@@ -4,6 +4,7 @@ Only the micro trio is built here (seconds); the full build is exercised by benc
 """
 
 import json
+import os
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -254,6 +255,42 @@ def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypa
     assert bm.resolve_dir(None) == micro_trio
     monkeypatch.delenv(bm.ENV_VAR)
     assert bm.resolve_dir(None) == bm.DEFAULT_DIR and bm.resolve_dir("x/y") == bm.PROJECT_ROOT / "x/y"
+
+
+def test_a_build_on_first_use_runs_on_every_core_and_restores_the_callers_threads(micro_trio, tmp_path,
+                                                                                  monkeypatch, capsys):
+    """ensure_embedded builds with torch on every usable core (a job may run thread-limited: OMP_NUM_THREADS=1
+    made `make run` build the target on one of two cores, ~20 min instead of ~9), then gives the caller its
+    own setting back, also when the build fails. No real build: `build` is replaced by a probe."""
+    seen = []
+    monkeypatch.setattr(bm, "usable_cores", lambda: 3)  # not this machine's count: the value must come from here
+    monkeypatch.setattr(bm, "build", lambda out, seed=0: seen.append(torch.get_num_threads()) or out)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        bm.ensure_embedded(tmp_path / "missing")
+        assert seen == [3] and torch.get_num_threads() == 1
+        assert "3 threads" in capsys.readouterr().out
+        monkeypatch.setattr(bm, "DEFAULT_DIR", micro_trio)  # the other build path: a trio of another recipe
+        bm.ensure_embedded(micro_trio)
+        assert seen == [3, 3] and torch.get_num_threads() == 1
+
+        def failing(out, seed=0):
+            raise KeyboardInterrupt("killed mid-build")
+
+        monkeypatch.setattr(bm, "build", failing)
+        with pytest.raises(KeyboardInterrupt):
+            bm.ensure_embedded(tmp_path / "again")
+        assert torch.get_num_threads() == 1
+        seen.clear()
+        monkeypatch.setattr(bm, "build", lambda out, seed=0: seen.append(out) or out)
+        monkeypatch.setattr(bm, "built_by", lambda out, recipe: True)
+        bm.ensure_embedded(micro_trio)  # nothing to build: the thread count is never touched
+        assert not seen and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    monkeypatch.undo()
+    assert 1 <= bm.usable_cores() <= (os.cpu_count() or 1)
 
 
 def _compose(overrides):
