@@ -13,7 +13,8 @@
 
 Every model is trained on `format_prompt(ex) + target_text(ex) + <eos>` (after <bos>) over the synthetic
 train splits of gsm8k, cnndm, xsum and mbpp, mixed; the loss covers the completion and <eos> only.
-Resumable: each model writes `<name>/DONE` when finished and a checkpoint (model + optimizer) every few
+Resumable: each model writes `<name>/DONE` when finished and a checkpoint (`<name>.ckpt/`, specdec.checkpoint:
+model + optimizer + RNG states, sha256-verified; an older build's `<name>.ckpt.pt` still resumes) every few
 hundred steps; re-running continues where it stopped. A model or checkpoint of another recipe (e.g. a trio built
 by an older default) is moved to `replaced/` and rebuilt, never resumed into or deleted. Deterministic by seed: the
 batch of step i depends on (seed, i) only, and the weights are bit-identical on one machine and thread count (not
@@ -42,6 +43,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from data import synthetic
 from data.tasks import get_task
 from data.tokenizer import BOS_ID, EOS_ID, PAD_ID, VOCAB, encode_fast, save_tokenizer
+from specdec import checkpoint as ckpt
+from specdec.io import atomic_write_text
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = PROJECT_ROOT / "artifacts" / "models" / "tiny"
@@ -230,16 +233,25 @@ def train_model(
             raise ValueError(f"{name}: prune_layers needs the trained target")
         model.load_state_dict(pruned_state(teacher, arch, tr.prune_layers))
     opt = torch.optim.AdamW(model.parameters(), lr=tr.lr, weight_decay=tr.weight_decay, betas=(0.9, 0.98))
-    ckpt = out / f"{name}.ckpt.pt"
+    ckpt_root, legacy = out / f"{name}.ckpt", out / f"{name}.ckpt.pt"  # legacy: one file, before specdec.checkpoint
     start, elapsed, tokens = 0, 0.0, 0
-    state = torch.load(ckpt, weights_only=False) if ckpt.exists() else None
+    state, found = None, None
+    if (latest := ckpt.resolve_resume(ckpt_root)) is not None:
+        try:
+            state, found = ckpt.load_state(latest, restore_rng=False), ckpt_root
+        except ckpt.CheckpointError as e:  # a file that fails its sha256: never resumed into
+            _set_aside(out, ckpt_root.name, f"unusable checkpoint ({e})")
+    elif legacy.exists():
+        state, found = torch.load(legacy, weights_only=False), legacy  # our own file, written by an older build
     if state is not None and not _same_recipe(state.get("recipe", {}), want):  # another recipe's partial run
-        _set_aside(out, ckpt.name, "a checkpoint of another recipe")
+        _set_aside(out, found.name, "a checkpoint of another recipe")
         state = None
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start, elapsed, tokens = state["step"], state["elapsed"], state["tokens"]
+        if "rng" in state:
+            ckpt.set_rng_state(state["rng"])
     model.train()
     t0 = time.time() - elapsed
     bar = tqdm(range(start, tr.steps), desc=f"train {name}", disable=not progress, initial=start, total=tr.steps)
@@ -273,20 +285,20 @@ def train_model(
         ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
         bar.set_postfix(loss=f"{ema:.3f}", tok_s=f"{tokens / max(1e-9, time.time() - t0):.0f}")
         if (step + 1) % ckpt_every == 0 and step + 1 < tr.steps:
-            # temp file + rename: a kill mid-save must not leave a torn checkpoint every later build trips on
-            tmp = ckpt.with_name(ckpt.name + ".tmp")
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step + 1,
-                        "elapsed": time.time() - t0, "tokens": tokens, "recipe": want}, tmp)
-            os.replace(tmp, ckpt)
+            # specdec.checkpoint: a kill mid-save leaves the previous checkpoint; a torn one is refused by sha256
+            ckpt.save_state(ckpt_root, step + 1, {"model": model.state_dict(), "opt": opt.state_dict(),
+                                                  "elapsed": time.time() - t0, "tokens": tokens, "recipe": want},
+                            keep=1)
+            legacy.unlink(missing_ok=True)  # superseded
     bar.close()
     model.eval()
     model.save_pretrained(out / name)
     rec = {"name": name, "arch": asdict(arch), "train": asdict(tr), "final_loss": ema, "tokens_seen": tokens,
            "seconds": round(time.time() - t0, 1),
            "params": sum(p.numel() for p in model.parameters()), "flops_per_token": flops_per_token(arch)}
-    done.write_text(json.dumps(rec, indent=1))
-    if ckpt.exists():
-        ckpt.unlink()
+    atomic_write_text(done, json.dumps(rec, indent=1))
+    shutil.rmtree(ckpt_root, ignore_errors=True)
+    legacy.unlink(missing_ok=True)
     return rec
 
 
@@ -394,7 +406,7 @@ def build(out: str | Path | None = None, seed: int = 0, recipe: Recipe = DEFAULT
         # differently and 3000 steps amplify it): record where the trio was built
         "machine": machine_info(),
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=1))
     return out
 
 

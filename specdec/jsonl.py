@@ -10,6 +10,8 @@ import json
 import os
 from pathlib import Path
 
+from specdec.io import atomic_write_text
+
 
 def split_lines(text: str) -> list[str]:
     """A text file's lines, split at "\n" only: str.splitlines also splits at U+2028, \x85, \x0c and others, which
@@ -44,13 +46,7 @@ def append_jsonl(path: Path, rows: list[dict]) -> None:
 
 def rewrite_jsonl(path: Path, rows: list[dict], ensure_ascii: bool = True) -> None:
     """Replace a jsonl file's lines atomically (a temp file renamed over it): a kill mid-rewrite loses nothing."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("".join(json.dumps(r, ensure_ascii=ensure_ascii) + "\n" for r in rows))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=ensure_ascii) + "\n" for r in rows))
 
 
 def repair_jsonl(path: Path) -> None:

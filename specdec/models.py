@@ -27,6 +27,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask, sdpa_mask
 
+from specdec.provenance import replace_dir
+
 log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -214,8 +216,7 @@ def _gguf_tokenizer(path: Path):
     try:  # best effort: a read-only model directory just converts every time
         tokenizer.save_pretrained(str(tmp))
         (tmp / "gguf_source.json").write_text(json.dumps(stamp))
-        shutil.rmtree(cache, ignore_errors=True)
-        os.replace(tmp, cache)
+        replace_dir(tmp, cache)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
     return tokenizer

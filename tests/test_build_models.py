@@ -129,10 +129,10 @@ def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys, mo
     with pytest.raises(KeyboardInterrupt):
         bm.train_model("draft", bm.MICRO.draft, longer, pools, tmp_path, 0, ckpt_every=2, progress=False)
     monkeypatch.setattr(bm, "lr_at", real_lr)
-    assert (tmp_path / "draft.ckpt.pt").exists()
+    assert (tmp_path / "draft.ckpt" / "latest").exists()
     rec = bm.train_model("draft", bm.MICRO.draft, replace(longer, lr=tr.lr / 3), pools, tmp_path, 0,
                          ckpt_every=100, progress=False)
-    assert any(p.name.startswith("draft.ckpt.pt") for p in (tmp_path / "replaced").iterdir())
+    assert any(p.name.startswith("draft.ckpt-") for p in (tmp_path / "replaced").iterdir())
     fresh = bm.train_model("draft", bm.MICRO.draft, replace(longer, lr=tr.lr / 3), pools, tmp_path / "fresh", 0,
                            ckpt_every=100, progress=False)
     a, b = _weights(tmp_path, "draft"), _weights(tmp_path / "fresh", "draft")  # from step 0, not the other's step 2
@@ -224,12 +224,41 @@ def test_interrupted_training_resumes_to_the_same_weights(tmp_path, monkeypatch)
     monkeypatch.setattr(bm, "lr_at", crash_at_4)
     with pytest.raises(KeyboardInterrupt):
         bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=3, progress=False)
-    assert (tmp_path / "cut" / "target.ckpt.pt").exists() and not (tmp_path / "cut" / "target" / "DONE").exists()
+    ck = tmp_path / "cut" / "target.ckpt"
+    assert (ck / "step000003" / "MANIFEST.json").exists() and not (tmp_path / "cut" / "target" / "DONE").exists()
+    # an older build's checkpoint (one file, target.ckpt.pt, before specdec.checkpoint) resumes the same way
+    state = torch.load(ck / "step000003" / "state.pt", weights_only=True)
+    shutil.copytree(tmp_path / "cut", tmp_path / "legacy")
+    shutil.rmtree(tmp_path / "legacy" / "target.ckpt")
+    torch.save({k: state[k] for k in ("model", "opt", "step", "elapsed", "tokens", "recipe")},
+               tmp_path / "legacy" / "target.ckpt.pt")
     monkeypatch.setattr(bm, "lr_at", real_lr)
-    bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=3, progress=False)
-    a, b = _weights(tmp_path / "whole", "target"), _weights(tmp_path / "cut", "target")
+    for run in ("cut", "legacy"):
+        bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / run, 0, ckpt_every=3, progress=False)
+        a, b = _weights(tmp_path / "whole", "target"), _weights(tmp_path / run, "target")
+        assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a), run
+        assert not (tmp_path / run / "target.ckpt").exists() and not (tmp_path / run / "target.ckpt.pt").exists()
+
+
+def test_a_checkpoint_that_fails_its_sha256_is_set_aside_not_resumed(tmp_path, monkeypatch, capsys):
+    pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
+    tr = replace(bm.MICRO.train_target, steps=4)
+    real_lr = bm.lr_at
+    monkeypatch.setattr(bm, "lr_at", lambda step, t: (_ for _ in ()).throw(KeyboardInterrupt()) if step == 3
+                        else real_lr(step, t))
+    with pytest.raises(KeyboardInterrupt):
+        bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=2, progress=False)
+    monkeypatch.setattr(bm, "lr_at", real_lr)
+    state = tmp_path / "cut" / "target.ckpt" / "step000002" / "state.pt"
+    state.write_bytes(state.read_bytes()[:-1] + b"x")  # same size, other bytes
+    bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=2, progress=False)
+    out = capsys.readouterr().out
+    assert "unusable checkpoint" in out and "state.pt does not match its sha256" in out
+    (kept,) = (tmp_path / "cut" / "replaced").iterdir()  # kept for inspection, never deleted
+    assert kept.name.startswith("target.ckpt-") and (kept / "step000002" / "state.pt").exists()
+    bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "whole", 0, ckpt_every=100, progress=False)
+    a, b = _weights(tmp_path / "whole", "target"), _weights(tmp_path / "cut", "target")  # trained from step 0
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
-    assert not (tmp_path / "cut" / "target.ckpt.pt").exists()
 
 
 def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypatch, capsys):

@@ -88,6 +88,7 @@ def test_fetch_refuses_a_hash_mismatch_and_leaves_nothing(tmp_path):
         frm.fetch(spec, tmp_path, download=_fake_download(pieces, []))
     out = tmp_path / "fake"
     assert not (out / "model.gguf").exists() and not (out / "model.gguf.partial").exists()
+    assert not list(out.glob(".model.gguf*"))  # nor the temporary file of specdec.io.atomic_open
     assert not (out / "SOURCE.json").exists()
 
 
@@ -236,6 +237,7 @@ def test_directory_with_neither_config_nor_gguf_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="neither config.json nor a"):
         load_model(tmp_path)
     assert find_gguf(tmp_path) is None
+
 
 
 def test_missing_real_model_says_make_real_models(tmp_path):

@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
+from specdec.io import atomic_torch_save
+
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
@@ -246,9 +248,7 @@ def main(cfg: DictConfig) -> None:
         data["stats"]["seconds"] = t_mine
         data["signature"] = signature
         run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = mined.with_suffix(".tmp")
-        torch.save(data, tmp)
-        tmp.replace(mined)
+        atomic_torch_save(data, mined)
     n, gap = len(data["label"]), data["gap"]
     summary = {**data["stats"], "mined": n, "important_share": float(data["label"].mean()) if n else None,
                "gap_plus": int((gap > 0).sum()) if n else 0, "gap_minus": int((gap < 0).sum()) if n else 0,

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -36,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
+from specdec import checkpoint as ckpt
 from specdec.feature_drafter import (
     DrafterConfig,
     DrafterNet,
@@ -45,6 +44,7 @@ from specdec.feature_drafter import (
     target_identity,
     unrolled_loss,
 )
+from specdec.io import atomic_write_text
 
 
 # ---------------------------------------------------------------- data
@@ -87,9 +87,7 @@ def load_or_sample(path: Path, make, signature: dict | None = None) -> list[list
                              f"delete it to draw new samples")
         return saved["sequences"]
     seqs = make()
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"signature": signature, "sequences": seqs}))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"signature": signature, "sequences": seqs}))
     return seqs
 
 
@@ -167,37 +165,29 @@ def lr_at(step: int, cfg: DictConfig) -> float:
 # ---------------------------------------------------------------- checkpoints
 def save_checkpoint(root: Path, step: int, net: DrafterNet, opt: torch.optim.Optimizer, keep: int,
                     target_fingerprint: str | None = None) -> Path:
-    """checkpoints/stepN written to a temp dir, renamed into place, then `latest` replaced: a crash mid-save
-    leaves the previous checkpoint intact."""
-    root.mkdir(parents=True, exist_ok=True)
-    tag = f"step{step:06d}"
-    tmp = root / f".tmp-{tag}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    save_file({k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}, str(tmp / "drafter.safetensors"))
-    torch.save(opt.state_dict(), tmp / "optimizer.pt")
-    (tmp / "state.json").write_text(json.dumps({"step": step, "arch": net.cfg.to_dict(),
-                                                "target_fingerprint": target_fingerprint}))
-    final = root / tag
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    (root / "latest.tmp").write_text(tag)
-    os.replace(root / "latest.tmp", root / "latest")
-    done = sorted(d for d in root.iterdir() if d.is_dir() and d.name.startswith("step"))
-    for old in done[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
+    """checkpoints/stepN (specdec.checkpoint: written to a temp dir with a sha256 manifest, renamed into place,
+    then `latest` replaced; a crash mid-save leaves the previous checkpoint intact): drafter.safetensors and
+    state.pt (optimizer state, step, architecture, the target's fingerprint, RNG states)."""
+    weights = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    return ckpt.save_state(root, step, {"optimizer": opt.state_dict(), "arch": net.cfg.to_dict(),
+                                        "target_fingerprint": target_fingerprint}, keep,
+                           files={"drafter.safetensors": lambda path: save_file(weights, str(path))})
 
 
 def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer,
                     target_fingerprint: str | None = None) -> int:
     """Restore the newest checkpoint under root; returns its step (0 when there is none). A checkpoint trained
-    against other target weights (specdec.models.weights_fingerprint) is refused."""
-    latest = root / "latest"
-    if not latest.is_file():
+    against other target weights (specdec.models.weights_fingerprint) is refused; a corrupt one (its manifest's
+    sha256) is a CheckpointError. Checkpoints of before the manifest (state.json + optimizer.pt) still load."""
+    ck = ckpt.resolve_resume(root)
+    if ck is None:
         return 0
-    ck = root / latest.read_text().strip()
-    state = json.loads((ck / "state.json").read_text())
+    if (ck / ckpt.STATE).is_file():
+        state = ckpt.load_state(ck, restore_rng=False)  # RNG restored below, once the checkpoint is accepted
+        opt_state = state["optimizer"]
+    else:  # written before specdec.checkpoint: no manifest, no RNG states
+        state = json.loads((ck / "state.json").read_text())
+        opt_state = None
     if state["arch"] != net.cfg.to_dict():
         raise ValueError(f"checkpoint {ck} holds a drafter of another architecture ({state['arch']}) than this "
                          f"config builds ({net.cfg.to_dict()}): resume with the original config")
@@ -206,7 +196,9 @@ def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer,
         raise ValueError(f"checkpoint {ck} was trained against other target weights ({had}, here "
                          f"{target_fingerprint}), though the path may be the same: train in a new run directory")
     net.load_state_dict(load_file(str(ck / "drafter.safetensors")))
-    opt.load_state_dict(torch.load(ck / "optimizer.pt", weights_only=True))
+    opt.load_state_dict(opt_state if opt_state is not None else torch.load(ck / "optimizer.pt", weights_only=True))
+    if "rng" in state:
+        ckpt.set_rng_state(state["rng"])
     return int(state["step"])
 
 
@@ -221,7 +213,6 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
     from specdec.models import resolve_device
-    from train.checkpoint import set_aside_later
     from train.trainer import batch_indices, make_wandb, resume_config_diff
 
     if cfg.num_threads:
@@ -283,7 +274,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     if cfg.resume:
         print(f"[drafter] resumed at step {start}" if start else f"[drafter] no checkpoint under {ckpt_root}: "
               "starting from step 0")
-    for moved in set_aside_later(ckpt_root, start):  # an earlier run's later checkpoints: kept, never pruned
+    for moved in ckpt.set_aside_later(ckpt_root, start):  # an earlier run's later checkpoints: kept, never pruned
         print(f"[drafter] {moved.name}: from an earlier run in this directory; moved to {moved}")
     metrics_path = run_dir / "metrics.jsonl"
     if start:
