@@ -51,9 +51,11 @@ def load(args):
         prompts = [torch.randint(3, 256, (int(torch.randint(8, 40, (1,), generator=g)),), generator=g).tolist()
                    for _ in range(args.batch)]
         return target, draft, prompts, "random Llama pair (vocab 256)"
+    import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
     from data.synthetic import generate as synth
-    from data.tasks import encode_prompt, get_task
+    from data.tasks import get_task
     from specdec.loading import Models
+    from specdec.models import encode_prompt
 
     models = Models({"embedded": True, "dtype": "float32"})
     task = get_task("gsm8k")

@@ -161,7 +161,8 @@ def task_prompts(tok, tasks: list[str], n: int, seed: int, data_path: str | None
     seed `seed` draws from that file; chat models get their chat template, as in evaluation."""
     from data import synthetic
     from data.loaders import load_examples
-    from data.tasks import encode_prompt, get_task
+    from data.tasks import get_task
+    from specdec.models import encode_prompt
 
     if data_path is not None and len(tasks) != 1:
         raise ValueError(f"--data-path holds one task's rows; got tasks {tasks}")
@@ -178,6 +179,7 @@ def config_paths(model: str) -> dict[str, str]:
     """{role: path} of conf/model/<model>.yaml (e.g. qwen25coder_15b_05b, after `make real-models`)."""
     from omegaconf import OmegaConf
 
+    import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
     from specdec.loading import Models
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "model" / f"{model}.yaml"
@@ -295,7 +297,7 @@ def robustness_table(L: dict, alphas: list[float], temps: list[float]) -> str:
 
 
 def tables_from_dir(root: str) -> None:
-    from eval.methods_contrastive import alpha_robustness, load_metrics, speed_table
+    from eval.contrastive_tables import alpha_robustness, load_metrics, speed_table
 
     rows = load_metrics(root)
     if not rows:

@@ -112,6 +112,7 @@ def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
         return Pair(lms["target"], lms["draft"], lms["amateur"], prompts, f"random {name}",
                     info={"shapes": {r: dict(zip(("vocab", "hidden", "layers", "heads", "kv_heads", "intermediate",
                                                  "tied"), s)) for r, s in shapes.items()}})
+    import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
     from specdec.loading import Models
 
     cfg = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "target": args.target,

@@ -174,9 +174,9 @@ def decode_head(head_path: str, cfg: Any, models: Any, task: Any, prompts: list[
     """Decode the prompts with the head in the loop (eval's `diversed` method); tested positions + the spec's
     label and params."""
     from data.tasks import chat_stop_for, stop_on_match
-    from eval.methods import build_method
     from eval.run import method_cfg
     from specdec.generate import generate
+    from specdec.registry import build_method
 
     c = method_cfg(cfg, name="diversed", proposer="draft")
     c.head_path = str(head_path)
@@ -286,8 +286,8 @@ def report(cfg: Any, heads: list[str], out_dir: Path, *, critical: str = "digits
            threshold: float = 0.05, models: Any = None, progress: bool = True) -> dict:
     """Decode cfg's held-out prompts with every head; write head_report.json / .md / .png into out_dir."""
     from data.tasks import get_task
-    from eval.methods import Models
     from eval.run import encode_prompts, load_task_examples
+    from specdec.registry import Models
 
     if not heads:
         raise ValueError("no head given: pass head=PATH (an exported head directory from train/run.py)")

@@ -32,10 +32,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval.methods import MethodSpec, Models, build_method, w_str  # noqa: E402
 from eval.metrics import markdown_table  # noqa: E402
 from eval.run import load_task_examples, method_cfg, run_method  # noqa: E402
 from specdec.proposers import DraftModelProposer  # noqa: E402
+from specdec.registry import MethodSpec, Models, build_method, w_str  # noqa: E402
 from specdec.targets import RoundScores, Rule, ensemble_target  # noqa: E402
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

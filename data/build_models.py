@@ -45,10 +45,19 @@ from data.tasks import get_task
 from data.tokenizer import BOS_ID, EOS_ID, PAD_ID, VOCAB, encode_fast, save_tokenizer
 from specdec import checkpoint as ckpt
 from specdec.io import atomic_write_text
+from specdec.loading import (
+    DEFAULT_EMBEDDED_DIR,
+    EMBEDDED_ENV_VAR,
+    resolve_embedded_dir,
+    set_embedded_builder,
+    trio_is_built,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DIR = PROJECT_ROOT / "artifacts" / "models" / "tiny"
-ENV_VAR = "SPECDEC_MODELS_DIR"
+# The engine knows where the embedded trio lives (specdec.loading: the API and the CLI use a built one); building it
+# is this module's job, registered with the engine at the bottom of this file.
+DEFAULT_DIR = DEFAULT_EMBEDDED_DIR
+ENV_VAR = EMBEDDED_ENV_VAR
 TASK_MIX = {"gsm8k": 0.7, "cnndm": 0.1, "xsum": 0.1, "mbpp": 0.1}  # gsm8k carries the accuracy bar
 MODEL_NAMES = ("target", "draft", "amateur")
 
@@ -359,13 +368,11 @@ def sample_completions(model: LlamaForCausalLM, pools: dict[str, list], n: int, 
 def resolve_dir(out: str | Path | None = None) -> Path:
     """--out / config, else $SPECDEC_MODELS_DIR, else artifacts/models/tiny; relative paths are taken from
     the project root."""
-    d = Path(out or os.environ.get(ENV_VAR) or DEFAULT_DIR).expanduser()
-    return d if d.is_absolute() else PROJECT_ROOT / d
+    return resolve_embedded_dir(out, DEFAULT_DIR)
 
 
 def is_built(out: str | Path) -> bool:
-    out = Path(out)
-    return (out / "manifest.json").exists() and all((out / n / "DONE").exists() for n in MODEL_NAMES)
+    return trio_is_built(out)
 
 
 def build(out: str | Path | None = None, seed: int = 0, recipe: Recipe = DEFAULT, progress: bool = True) -> Path:
@@ -473,6 +480,10 @@ def all_cores():
 def build_micro_trio(dir: str | Path, seed: int = 0) -> Path:
     """A micro trio (same code, tiny dims, a few steps) for tests: seconds, not minutes."""
     return build(Path(dir).resolve(), seed=seed, recipe=MICRO, progress=False)
+
+
+# specdec.loading.Models(embedded=True) builds the trio on first use through this (looked up at call time).
+set_embedded_builder(lambda d=None: ensure_embedded(d))
 
 
 def main() -> None:

@@ -55,15 +55,6 @@ class Task:
         return self._target(example)
 
 
-def encode_prompt(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of a prompt string, with the tokenizer's special tokens, unless the text already starts with its
-    BOS: a rendered chat template often does (Llama 3's), and BOS twice is a prompt the model never saw."""
-    bos = getattr(tokenizer, "bos_token", None)
-    ids = tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
-    if not ids:
-        raise ValueError(f"prompt encodes to no tokens: {text[:60]!r}")
-    return list(ids)
-
 
 def is_chat(tokenizer: Any) -> bool:
     """Whether prompts for this tokenizer go through its chat template."""

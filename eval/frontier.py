@@ -97,7 +97,7 @@ def head_lambda(m: dict) -> float | None:
     """The training λ of a head run: metrics.json's params, else the head's config.json."""
     lam = (m.get("params") or {}).get("head_lambda")
     if lam is None:
-        from eval.methods import head_lambda as meta_lambda
+        from specdec.registry import head_lambda as meta_lambda
 
         lam = meta_lambda(_head_config(m))
     return None if lam is None else float(lam)
@@ -108,8 +108,8 @@ def head_recipe(m: dict) -> str | None:
     for forks and critic also the continuation of the fork branches, policy or greedy_target), plus "features
     only" for a head that reads no hidden states, plus its initial w when that is not today's default (a head
     started near w = 1 is another recipe: at small λ it stays at SD)."""
-    from eval.methods import head_features_only
     from heads import HeadConfig
+    from specdec.registry import head_features_only
 
     cfg = _head_config(m)
     training = cfg.get("training") or {}
@@ -403,8 +403,8 @@ def method_config(name: str) -> dict:
 
 def run_all(cfg: DictConfig, out_dir: Path) -> list[dict]:
     from data.tasks import get_task
-    from eval.methods import Models, build_method
     from eval.run import load_task_examples, run_method
+    from specdec.registry import Models, build_method
 
     task = get_task(cfg.task.name)
     examples = load_task_examples(cfg, task)

@@ -29,8 +29,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from data.tasks import Task, chat_stop_for, encode_prompt, get_task, stop_on_match
-from eval.methods import MethodSpec, Models, build_method, head_task, w_str
+import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
+from data.tasks import Task, chat_stop_for, get_task, stop_on_match
 from eval.metrics import (
     acceptance_metrics,
     bootstrap_ci,
@@ -39,7 +39,9 @@ from eval.metrics import (
     validate_metrics,
 )
 from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl, settings_diff
+from specdec.models import encode_prompt
 from specdec.proposers import drafter_sha256
+from specdec.registry import MethodSpec, Models, build_method, head_task, w_str
 
 SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
 

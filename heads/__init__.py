@@ -1,4 +1,8 @@
-"""Ensemble head (DIVERSED dynamic ensemble weight) and its export format."""
+"""Ensemble head (DIVERSED dynamic ensemble weight) and its export format.
+
+The implementation lives in the engine (`specdec.head`, `specdec.provenance`): the engine serves heads, and a
+package that the engine imported back would make an import circle. This package keeps the names training, tools and
+tests import."""
 
 from heads.export import (
     HeadFormatError,

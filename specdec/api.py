@@ -8,9 +8,9 @@ batches of text prompts.
     for c in sg.generate(["Question: ..."], max_new_tokens=128, temperature=1.0, seed=0):
         print(c.text, c.stats["acceptance_rate"], c.stats["tokens_per_s"])
 
-Nothing here decodes or verifies by itself: the methods come from eval/methods.py's registry (the proposer and
-rule objects evaluation builds; a head loads as method `diversed`, through `heads.load_head`, which checks its
-verification-rule version), and decoding is `specdec.generate.generate` with records=False, the loop training
+Nothing here decodes or verifies by itself: the methods come from the registry, specdec/registry.py (the proposer
+and rule objects evaluation builds; a head loads as method `diversed`, through `specdec.head.load_head`, which checks
+its verification-rule version), and decoding is `specdec.generate.generate` with records=False, the loop training
 rollouts run, minus their per-token records.
 """
 
@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
 from specdec.generate import generate
+from specdec.head import check_head_tokenizer, read_head_config
 from specdec.loading import Models
+from specdec.models import encode_prompt
+from specdec.registry import ALIASES, build_method, method_config  # ALIASES: friendly names of registry keys
 
-# Friendly names for eval/methods.py's registry keys.
-ALIASES = {"exact": "sd", "head": "diversed", "ar": "ar_target", "target": "ar_target"}
 DRAFTING = ("sd", "static", "lossy", "cascade", "diversed", "dcd", "ar_draft")  # methods that use the draft model
 CONTRASTIVE = ("cd", "dcd", "dcd_ngram", "scd")  # methods that use the amateur
 
@@ -59,12 +59,13 @@ class SpeculativeGenerator:
     @classmethod
     def from_pretrained(
         cls,
-        target: str | Path | None = None,
-        draft: str | Path | None = None,
+        target: str | Path | torch.nn.Module | None = None,
+        draft: str | Path | torch.nn.Module | None = None,
         *,
         head: str | Path | None = None,
         rule: str | None = None,
-        amateur: str | Path | None = None,
+        amateur: str | Path | torch.nn.Module | None = None,
+        tokenizer: Any = None,
         models_dir: str | Path | None = None,
         device: str = "auto",
         dtype: str = "float32",
@@ -82,39 +83,46 @@ class SpeculativeGenerator:
         target / draft / amateur: local model directories (Hugging Face format) or hub ids, every one the method
         uses; with none given, the embedded trio (or the trio directory `models_dir`; the default
         artifacts/models/tiny is built first when missing). device: auto | cpu | cuda[:i]; dtype: float32 |
-        bfloat16 | float16.
-        head: an exported ensemble head (rule = the head). rule: a method of eval/methods.py by name — sd (exact),
+        bfloat16 | float16. Each of target / draft / amateur may also be an already-loaded Hugging Face causal LM
+        (e.g. `AutoModelForCausalLM.from_pretrained(...)`), used as it is, where it is; then pass its `tokenizer`
+        (models loaded from paths here follow the first loaded model's device and dtype).
+        head: an exported ensemble head (rule = the head). rule: a method of the registry by name — sd (exact),
         static (w), lossy (lenience), cascade (threshold), cd / dcd / dcd_ngram / scd (alpha, beta), ar_target,
         ar_draft, diversed (head) — default sd, or the head when one is given. proposer: draft | ngram.
         """
-        from eval.methods import build_method  # the method registry evaluation uses
-
         name = ALIASES.get(rule, rule) if rule else ("diversed" if head else "sd")
         if head is not None and name != "diversed":
             raise ValueError(f"head={head} sets the rule to the head; drop rule={rule!r} (or drop head)")
         if name == "diversed" and head is None:
             raise ValueError("rule='head' needs head=PATH (an exported head: head.safetensors + config.json)")
         given = {"target": target, "draft": draft, "amateur": amateur}
-        if models_dir is None and any(given.values()):  # explicit models: every one the method uses must be given
+        loaded = {r: m for r, m in given.items() if isinstance(m, torch.nn.Module)}
+        if loaded and tokenizer is None:
+            raise ValueError(f"{', '.join(loaded)} given as loaded models: pass their tokenizer=... as well")
+        if loaded:  # models still to load from paths go where the loaded ones are
+            p = next(next(iter(loaded.values())).parameters())
+            device, dtype = str(p.device), str(p.dtype).removeprefix("torch.")
+        explicit = any(v is not None for v in given.values())
+        if models_dir is None and explicit:  # explicit models: every one the method uses must be given
             needs = ["target"] + (["draft"] if name in DRAFTING and proposer == "draft" else []) \
                 + (["amateur"] if name in CONTRASTIVE else [])
-            missing = [r for r in needs if not given[r]]
+            missing = [r for r in needs if given[r] is None]
             if missing:
                 raise ValueError(f"rule {name!r} also needs {', '.join(f'{r}=PATH' for r in missing)} (or give no "
                                  f"model paths for the embedded trio, or models_dir=TRIO_DIR)")
         # No model given: the embedded trio (built first when missing).
-        cfg = {"device": device, "dtype": dtype, **{k: (str(v) if v else None) for k, v in given.items()},
+        cfg = {"device": device, "dtype": dtype,
+               **{k: (str(v) if v is not None and k not in loaded else None) for k, v in given.items()},
                "dir": None if models_dir is None else str(models_dir),
-               "embedded": models_dir is None and not any(given.values())}
+               "embedded": models_dir is None and not explicit}
         models = Models(cfg)
-        method_cfg = OmegaConf.create({
-            "method": {"name": name, "gamma": gamma, "proposer": proposer, "w": w, "lenience": lenience,
-                       "threshold": threshold},
-            "head_path": None if head is None else str(head), "alpha": alpha, "beta": beta,
-        })
+        for role in ("target", "draft", "amateur"):  # the target first: its tokenizer is the trio's
+            if role in loaded:
+                models.attach(role, loaded[role], tokenizer=tokenizer if role == "target" or "target" not in loaded
+                              else None)
+        method_cfg = method_config(name, head=head, alpha=alpha, beta=beta, gamma=gamma, proposer=proposer, w=w,
+                                   lenience=lenience, threshold=threshold)
         if head is not None:
-            from heads import check_head_tokenizer, read_head_config
-
             check_head_tokenizer(head, read_head_config(head), models.tokenizer)
         spec = build_method(name, models, method_cfg)
         if spec.generate_fn is not None:
@@ -132,8 +140,6 @@ class SpeculativeGenerator:
             raise TypeError(f"a prompt must be a string, got {type(prompt).__name__}")
         if not prompt.strip():
             raise ValueError("the prompt is empty")
-        from data.tasks import encode_prompt
-
         ids = encode_prompt(self.tokenizer, prompt)
         g = self.gamma if gamma is None else gamma
         if len(ids) + g + 1 > self.window:

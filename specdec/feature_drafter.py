@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specdec.models import weights_fingerprint
+from specdec.provenance import git_revision, replace_dir, sha256_file, tokenizer_hash
 
 FORMAT_NAME = "specdec-feature-drafter"
 FORMAT_VERSION = 1
@@ -146,8 +147,6 @@ def head_weights(net: DrafterNet, model: nn.Module) -> tuple[torch.Tensor, torch
 
 def target_identity(model: nn.Module, name: str, tokenizer: Any = None) -> dict:
     """What a drafter is trained for, recorded in its export and checked at load."""
-    from heads.export import tokenizer_hash
-
     cfg = model.config
     return {
         "name": name,
@@ -225,15 +224,11 @@ def unrolled_loss(net: DrafterNet, embed: nn.Module, head_w: torch.Tensor, head_
 
 # ---------------------------------------------------------------- export / load
 def _sha256(path: Path) -> str:
-    from heads.export import sha256_file
-
     return sha256_file(path)
 
 
 def export_drafter(net: DrafterNet, out_dir: str | Path, target: dict, meta: dict | None = None) -> Path:
     """Write drafter.safetensors + config.json (format, architecture, the target's identity, meta) atomically."""
-    from heads.export import git_revision, replace_dir
-
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))

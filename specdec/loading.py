@@ -1,13 +1,21 @@
 """The model trio of a config (target / draft / amateur + tokenizer), shared by training, evaluation and tools.
 
-`model` config keys: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}; built first by
-data.build_models.ensure_embedded when `embedded: true`), explicit `target` / `draft` / `amateur` / `tokenizer`
-paths or hub ids (each overrides <dir>/<role>), `device`, `dtype`.
+`model` config keys: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}; with `embedded: true` the
+embedded trio, default artifacts/models/tiny or $SPECDEC_MODELS_DIR), explicit `target` / `draft` / `amateur` /
+`tokenizer` paths or hub ids (each overrides <dir>/<role>), `device`, `dtype`.
+
+Building the embedded trio is the data package's job (data.build_models.ensure_embedded, which also brings the
+default directory up to the current recipe): the engine never imports it. `data.build_models` registers its
+builder here when imported (`set_embedded_builder`), so every job that trains, evaluates or benchmarks builds the
+trio on first use; without a builder (the engine alone: the API, the CLI, specdec.hf) a built trio is used as it is
+and a missing one is an error saying how to build it.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -15,12 +23,51 @@ from omegaconf import DictConfig, OmegaConf
 from specdec.models import LM, check_tokenizers_match, dtype_name, load_model, resolve_dtype, weights_fingerprint
 
 ROLES = ("target", "draft", "amateur")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+EMBEDDED_ENV_VAR = "SPECDEC_MODELS_DIR"
+DEFAULT_EMBEDDED_DIR = PROJECT_ROOT / "artifacts" / "models" / "tiny"
+
+_embedded_builder: Callable[[str | None], str | Path] | None = None
+
+
+def set_embedded_builder(fn: Callable[[str | None], str | Path] | None) -> None:
+    """Register the function that builds (or updates) the embedded trio on first use: fn(dir or None) -> dir.
+    data.build_models registers ensure_embedded when imported; None unregisters."""
+    global _embedded_builder
+    _embedded_builder = fn
+
+
+def resolve_embedded_dir(d: str | Path | None = None, default: str | Path = DEFAULT_EMBEDDED_DIR) -> Path:
+    """The embedded trio's directory: d, else $SPECDEC_MODELS_DIR, else artifacts/models/tiny; relative paths are
+    taken from the project root."""
+    p = Path(d or os.environ.get(EMBEDDED_ENV_VAR) or default).expanduser()
+    return p if p.is_absolute() else PROJECT_ROOT / p
+
+
+def trio_is_built(d: str | Path) -> bool:
+    """Whether a directory holds a complete trio build (manifest.json and every model's DONE marker)."""
+    d = Path(d)
+    return (d / "manifest.json").exists() and all((d / n / "DONE").exists() for n in ROLES)
+
+
+def embedded_dir(d: str | Path | None = None) -> Path:
+    """The embedded trio, built first by the registered builder (data.build_models) when one is registered;
+    else the directory as it is, which must hold a built trio."""
+    if _embedded_builder is not None:
+        return Path(_embedded_builder(d))
+    out = resolve_embedded_dir(d)
+    if not trio_is_built(out):
+        raise FileNotFoundError(
+            f"the embedded model trio is not built in {out}: build it with `make models` (python -m "
+            f"data.build_models, ~12 min on 2 CPU cores; evaluation and training build it on first use), or give "
+            f"model paths")
+    return out
 
 
 class Models:
     """The target / draft / amateur trio (each an LM with its own cache) and their tokenizer, loaded lazily from
-    the model config: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}, built by
-    data.build_models.ensure_embedded when `embedded: true`) and/or explicit `target`, `draft`, `amateur` paths;
+    the model config: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}; with `embedded: true` the
+    embedded trio, see `embedded_dir`) and/or explicit `target`, `draft`, `amateur` paths;
     `device` and `dtype`."""
 
     def __init__(self, model_cfg: DictConfig | dict):
@@ -37,9 +84,7 @@ class Models:
     def root(self) -> Path | None:
         d = self.cfg.get("dir")
         if self.cfg.get("embedded", False):  # built first when missing; dir None = the default location
-            from data.build_models import ensure_embedded
-
-            return Path(ensure_embedded(d))
+            return embedded_dir(d)
         return None if d is None else Path(d)
 
     def path(self, role: str) -> str:
@@ -67,6 +112,22 @@ class Models:
             else:
                 check_tokenizers_match({"target": self._tok, role: tok})
             self._lms[role] = LM(model, name=role)
+        return self._lms[role]
+
+    def attach(self, role: str, model, tokenizer=None) -> LM:
+        """Use an already-loaded Hugging Face causal LM for `role` instead of loading one from a path (its name
+        in `names()` becomes the model's name_or_path). A tokenizer given with it is the trio's (checked against
+        one already known)."""
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
+        if tokenizer is not None:
+            if self._tok is None:
+                self._tok = tokenizer
+            else:
+                check_tokenizers_match({"target": self._tok, role: tokenizer})
+        self.cfg[role] = self.cfg.get(role) or getattr(model, "name_or_path", None) or f"<loaded {role}>"
+        self._lms[role] = LM(model, name=role)
+        self._fingerprints.pop(role, None)
         return self._lms[role]
 
     def fingerprints(self, roles: tuple[str, ...] | None = None) -> dict[str, str]:

@@ -105,18 +105,31 @@ def find_gguf(path: Path) -> Path | None:
     return found[0] if found else None
 
 
+def encode_prompt(tokenizer, text: str) -> list[int]:
+    """Token ids of a prompt string, with the tokenizer's special tokens, unless the text already starts with its
+    BOS: a rendered chat template often does (Llama 3's), and BOS twice is a prompt the model never saw."""
+    bos = getattr(tokenizer, "bos_token", None)
+    ids = tokenizer(text, add_special_tokens=not (bos and text.startswith(bos)))["input_ids"]
+    if not ids:
+        raise ValueError(f"prompt encodes to no tokens: {text[:60]!r}")
+    return list(ids)
+
+
 def _looks_local(name: str) -> bool:
     """A path rather than a hub id ("org/name"): absolute, relative with ./ ~, or more than one '/'."""
     return name.startswith(("/", ".", "~")) or name.count("/") > 1 or name.endswith(".gguf")
 
 
-def _missing_hint(local: Path) -> str:
-    from data.fetch_real_models import MODELS  # lazy: specdec does not need data/ otherwise
+# The GGUF models `make real-models` fetches (data/fetch_real_models.py's MODELS: the data package fetches them, the
+# engine only names them in its hint; tests/test_real_models.py checks that the two lists agree).
+REAL_MODEL_NAMES = ("qwen25coder_15b", "qwen25coder_05b", "smollm2_135m")
 
+
+def _missing_hint(local: Path) -> str:
     key = local.stem if local.suffix == ".gguf" else local.name
-    if key not in MODELS and local.parent.name in MODELS:
+    if key not in REAL_MODEL_NAMES and local.parent.name in REAL_MODEL_NAMES:
         key = local.parent.name
-    if key in MODELS:
+    if key in REAL_MODEL_NAMES:
         return f"; fetch it with `make real-models` (or `python -m data.fetch_real_models {key}`)"
     return ""
 

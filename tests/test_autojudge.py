@@ -10,9 +10,9 @@ import torch
 from omegaconf import OmegaConf
 
 from data.tasks import get_task
-from eval.methods import ThresholdHead, build_method
 from heads import EnsembleHead, HeadConfig, export_head
 from specdec.loading import Models
+from specdec.registry import ThresholdHead, build_method
 from train.autojudge import fit, mine
 
 ROOT = Path(__file__).resolve().parents[1]

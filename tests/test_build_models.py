@@ -346,7 +346,7 @@ def test_model_configs(monkeypatch):
 
 def test_real_pair_config_loads_local_copies_through_the_same_code(micro_trio, tmp_path):
     """model=qwen3_8b_06b with local directories (here: the micro checkpoints under other names)."""
-    from eval.methods import Models
+    from specdec.registry import Models
 
     names = {"target": "Qwen3-8B", "draft": "Qwen3-0.6B", "amateur": "Qwen3-1.7B"}
     for role, n in names.items():

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from eval.methods import METHODS, Models, build_method
-from eval.methods_contrastive import CONTRASTIVE, alpha_robustness, contrastive_metrics, speed_table
+from eval.contrastive_tables import alpha_robustness, speed_table
 from eval.metrics import validate_metrics
+from specdec.registry import CONTRASTIVE, METHODS, Models, build_method, contrastive_metrics
 from specdec.targets import ContrastiveRule
 
 

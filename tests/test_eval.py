@@ -14,10 +14,10 @@ import torch
 from omegaconf import OmegaConf
 
 from data.tasks import get_task
-from eval.methods import METHODS, Models, build_method, register
 from eval.metrics import SCHEMA, validate_metrics
 from eval.run import BATCHES, SAMPLES, SIGNATURE_ADDED_LATER, run_method
 from specdec.jsonl import read_jsonl
+from specdec.registry import METHODS, Models, build_method, register
 from specdec.targets import RoundScores
 from specdec.verify import verify
 
@@ -450,7 +450,7 @@ def test_specbench_speed_and_acceptance_per_category(micro_trio, shared_dir, tmp
 def test_head_labels_tell_estimators_apart():
     """Two heads of one λ trained with different advantage estimators get different labels (= run directories),
     so resume=true can never take one head's finished run for the other's."""
-    from eval.methods import head_label
+    from specdec.registry import head_label
 
     assert head_label("a/head", {"lambda": 0.1, "advantage": "returns"}) == "λ=0.1"
     assert head_label("b/head", {"lambda": 0.1, "advantage": "forks"}) == "λ=0.1,forks"

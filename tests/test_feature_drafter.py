@@ -203,7 +203,7 @@ def _compose_eval(micro_trio, *overrides):
 
 
 def test_greedy_dcd_feature_is_greedy_cd(micro_trio, drafter_run):
-    from eval.methods import Models, build_method
+    from specdec.registry import Models, build_method
 
     models = Models({"dir": str(micro_trio)})
     prompts = _prompts(models.tokenizer)
@@ -227,8 +227,8 @@ def test_greedy_dcd_feature_is_greedy_cd(micro_trio, drafter_run):
 
 def test_diversed_head_over_the_feature_drafter(micro_trio, drafter_run, tmp_path):
     """The ensemble head reads the drafter's feature as h_q (hidden_q = the drafter's width)."""
-    from eval.methods import Models, build_method
     from heads import EnsembleHead, HeadConfig, export_head
+    from specdec.registry import Models, build_method
 
     models = Models({"dir": str(micro_trio)})
     H = models.target.hidden_size

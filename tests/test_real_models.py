@@ -239,6 +239,12 @@ def test_directory_with_neither_config_nor_gguf_is_refused(tmp_path):
     assert find_gguf(tmp_path) is None
 
 
+def test_engine_names_exactly_the_fetchable_models():
+    """specdec.models names the fetchable models in its hint without importing data/: the two lists agree."""
+    from specdec.models import REAL_MODEL_NAMES
+
+    assert sorted(REAL_MODEL_NAMES) == sorted(frm.MODELS)
+
 
 def test_missing_real_model_says_make_real_models(tmp_path):
     with pytest.raises(FileNotFoundError, match="make real-models"):

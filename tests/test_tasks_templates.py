@@ -126,7 +126,7 @@ def test_a_prompt_that_starts_with_bos_gets_no_second_one(micro_trio):
     """A rendered chat template often starts with BOS (Llama 3's does); the tokenizer must not add another."""
     from transformers import AutoTokenizer
 
-    from data.tasks import encode_prompt
+    from specdec.models import encode_prompt
 
     tok = AutoTokenizer.from_pretrained(str(micro_trio / "tokenizer"))
     plain = encode_prompt(tok, "Q: 2+3?")

@@ -201,10 +201,12 @@ def fit(head, data: dict, *, steps: int, lr: float, holdout: float, recall: floa
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 
+    import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
     from data.loaders import load_examples
-    from data.tasks import chat_stop_for, encode_prompt, get_task
+    from data.tasks import chat_stop_for, get_task
     from heads import EnsembleHead, HeadConfig, export_head, tokenizer_hash
     from specdec.loading import Models
+    from specdec.models import encode_prompt
     from specdec.targets import PAIR_FEATURES
 
     if cfg.num_threads:

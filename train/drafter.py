@@ -208,11 +208,12 @@ def load_checkpoint(root: Path, net: DrafterNet, opt: torch.optim.Optimizer,
 RESUME_MAY_CHANGE = ("resume", "train.steps", "train.cache_teacher", "checkpoint", "progress", "logger",
                      "num_threads", "device", "stop_at_step", "export_dir")
 def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
+    import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
     from data.loaders import load_examples
-    from data.tasks import chat_stop_for, encode_prompt, get_task
+    from data.tasks import chat_stop_for, get_task
     from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
-    from specdec.models import resolve_device
+    from specdec.models import encode_prompt, resolve_device
     from train.trainer import batch_indices, make_wandb, resume_config_diff
 
     if cfg.num_threads:

@@ -16,6 +16,7 @@ if __package__ in (None, ""):
 
 from omegaconf import OmegaConf
 
+import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
 from data.loaders import load_examples
 from heads import EnsembleHead, HeadConfig, export_head
 from specdec.jsonl import read_jsonl

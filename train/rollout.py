@@ -20,17 +20,18 @@ from data.tasks import stop_on_match
 from specdec.generate import generate
 from specdec.loading import Models
 from specdec.proposers import DraftModelProposer
-from specdec.targets import ContrastiveRule, HeadEnsembleRule
+from specdec.registry import head_rule
+from specdec.targets import HeadEnsembleRule
 
 
 def make_rule(head: Callable, target_cfg: Any) -> HeadEnsembleRule:
     """The head over the target (kind=ensemble) or over the contrastive pi_CD (kind=contrastive)."""
     kind = target_cfg["kind"]
-    if kind == "ensemble":
-        return HeadEnsembleRule(head)
-    if kind == "contrastive":
-        return HeadEnsembleRule(head, base=ContrastiveRule(target_cfg["alpha"], target_cfg["beta"]))
-    raise ValueError(f"unknown target kind {kind!r}: use target=ensemble or target=contrastive")
+    if kind not in ("ensemble", "contrastive"):
+        raise ValueError(f"unknown target kind {kind!r}: use target=ensemble or target=contrastive")
+    # The registry's rule of a head (method diversed builds the same); alpha / beta are required here.
+    return head_rule(head, {"kind": kind} if kind == "ensemble" else
+                     {"kind": kind, "alpha": target_cfg["alpha"], "beta": target_cfg["beta"]})
 
 
 @dataclass

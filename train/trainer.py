@@ -21,11 +21,10 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from data.tasks import encode_prompt
 from heads import EnsembleHead, HeadConfig, export_head, git_revision, tokenizer_hash
 from specdec.jsonl import append_jsonl, read_jsonl, settings_diff, truncate_steps
 from specdec.loading import Models
-from specdec.models import fingerprint_changes
+from specdec.models import encode_prompt, fingerprint_changes
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
 from train.forks import ForkBatch, choose_fork_positions, run_forks
@@ -101,6 +100,7 @@ class Trainer:
     def __init__(self, cfg: DictConfig, run_dir: Path, device: torch.device, rank: int, world: int):
         import deepspeed
 
+        import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
         from data.loaders import load_examples
         from data.tasks import chat_stop_for, get_task
 

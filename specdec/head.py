@@ -1,0 +1,289 @@
+"""The ensemble head: w_t = head(h^q_t, h^p_t, feats_t) in [0, 1], the weight on the target in
+nu_t = w_t * p_t + (1 - w_t) * q_t (DIVERSED's dynamic ensemble).
+
+`linear` is one layer on the concatenation (as in the paper's released code); `mlp` adds one hidden layer.
+The last layer starts at zero weight and bias logit(init_w), so a fresh head outputs exactly init_w everywhere
+(init_w close to 1 = standard speculative decoding; training starts at 0.5, where the sigmoid's slope is largest) and
+is independent of the seed until trained.
+
+Export format (`EnsembleHead.save_pretrained` / `export_head`, read back by `EnsembleHead.from_pretrained` /
+`load_head`): a directory with `head.safetensors` + `config.json`. config.json holds the format version, the verification-rule version (specdec.verify.VERIFY_RULE_VERSION, checked
+at load), the architecture (HeadConfig), the two hidden widths, the model pair's names and weights fingerprints, the
+tokenizer hash (both checked at load), the verification target (ensemble or contrastive), the training config, the git revision and the sha256 of the
+weights file. No pickle anywhere: weights are safetensors, metadata is JSON.
+
+The head and its format live in the engine (the engine serves heads: the API, `specdec.hf` and the registry load
+them); `heads` re-exports them under the names training and tools have always used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from specdec.models import fingerprint_changes
+from specdec.provenance import git_revision, replace_dir, sha256_file, tokenizer_hash
+from specdec.verify import VERIFY_RULE_VERSION
+
+__all__ = ["CONFIG", "FORMAT_NAME", "FORMAT_VERSION", "WEIGHTS", "EnsembleHead", "HeadConfig", "HeadFormatError",
+           "check_head_models", "check_head_tokenizer", "export_head", "load_head", "read_head_config",
+           "tokenizer_hash"]
+
+@dataclass
+class HeadConfig:
+    hidden_q: int  # draft (proposer) last-layer width
+    hidden_p: int  # target last-layer width
+    num_features: int = 0  # width of specdec.targets.pair_features (0 = hidden states only)
+    arch: str = "linear"  # "linear" | "mlp"
+    mlp_hidden: int = 64
+    use_hidden: bool = True  # False: a features-only head (cheap, model-agnostic)
+    normalize: bool = True  # parameter-free layer norm on each hidden block: widths and scales differ
+    init_w: float = 0.5  # w at initialisation (1.0 is clamped to 1 - 1e-4: sigmoid never reaches 1)
+
+    def __post_init__(self) -> None:
+        if self.arch not in ("linear", "mlp"):
+            raise ValueError(f"head arch must be 'linear' or 'mlp', got {self.arch!r}")
+        if not 0.0 <= self.init_w <= 1.0:
+            raise ValueError(f"head init_w must be in [0, 1], got {self.init_w}")
+        if not self.use_hidden and self.num_features == 0:
+            raise ValueError("a head with use_hidden=false needs features (num_features > 0)")
+        if self.hidden_q <= 0 or self.hidden_p <= 0:
+            raise ValueError(f"hidden widths must be positive, got q={self.hidden_q} p={self.hidden_p}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HeadConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown head config keys {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+
+class EnsembleHead(nn.Module):
+    def __init__(self, cfg: HeadConfig):
+        super().__init__()
+        self.cfg = cfg
+        d_in = cfg.num_features + (cfg.hidden_q + cfg.hidden_p if cfg.use_hidden else 0)
+        if cfg.arch == "linear":
+            self.body = nn.Identity()
+            self.out = nn.Linear(d_in, 1)
+        else:
+            self.body = nn.Sequential(nn.Linear(d_in, cfg.mlp_hidden), nn.GELU())
+            self.out = nn.Linear(cfg.mlp_hidden, 1)
+        w0 = min(max(cfg.init_w, 1e-4), 1 - 1e-4)
+        nn.init.zeros_(self.out.weight)
+        nn.init.constant_(self.out.bias, math.log(w0 / (1 - w0)))
+
+    def logits(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor | None) -> torch.Tensor:
+        cfg = self.cfg
+        # Inputs are upcast before any math, whatever dtype the caller hands in: decoding passes the models' bf16
+        # hidden states, the update their float32 copies. bf16 -> float32 is exact, so the layer norm (in at least
+        # float32) and all after it see the same numbers in both: w at rollout and at update agree up to the
+        # GEMM's batch-shape-dependent summation order (~1e-7), where a bf16 layer norm differed by ~1e-3. The
+        # layers then run in the head's own parameter dtype.
+        dtype = torch.promote_types(self.out.weight.dtype, torch.float32)
+        parts = []
+        if cfg.use_hidden:
+            if h_q.shape[-1] != cfg.hidden_q or h_p.shape[-1] != cfg.hidden_p:
+                raise ValueError(
+                    f"head expects hidden widths q={cfg.hidden_q}, p={cfg.hidden_p}; got "
+                    f"q={h_q.shape[-1]}, p={h_p.shape[-1]} (was it trained for another model pair?)"
+                )
+            h_q, h_p = h_q.to(dtype), h_p.to(dtype)
+            if cfg.normalize:
+                h_q = F.layer_norm(h_q, h_q.shape[-1:])
+                h_p = F.layer_norm(h_p, h_p.shape[-1:])
+            parts += [h_q, h_p]
+        if cfg.num_features:
+            if feats is None or feats.shape[-1] != cfg.num_features:
+                got = None if feats is None else feats.shape[-1]
+                raise ValueError(f"head expects {cfg.num_features} pair features, got {got}")
+            parts.append(feats)
+        x = torch.cat([t.to(dtype) for t in parts], dim=-1).to(self.out.weight.dtype)
+        return self.out(self.body(x)).squeeze(-1)
+
+    def forward(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor | None = None) -> torch.Tensor:
+        """w in [0, 1] with the leading shape of the inputs."""
+        return torch.sigmoid(self.logits(h_q, h_p, feats))
+
+    # ------------------------------------------------------------ Hugging Face style
+    def save_pretrained(self, save_directory: str | Path, meta: dict | None = None) -> Path:
+        """Write head.safetensors + config.json into save_directory (atomically): `export_head(self, dir, meta)`,
+        the format `from_pretrained` / `load_head` read and check (sha256, verification-rule version, widths)."""
+        return export_head(self, save_directory, meta)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        *,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        expect: dict | None = None,
+        tokenizer: Any = None,
+        fingerprints: dict[str, str] | None = None,
+    ) -> EnsembleHead:
+        """Load a head saved by `save_pretrained` (or `export_head`) with `load_head`'s checks (weights sha256,
+        verification-rule version, architecture vs the widths in `expect`), plus, when given, the tokenizer
+        (`check_head_tokenizer`) and the models' weights fingerprints (`check_head_models`, role -> fingerprint,
+        e.g. `Models.fingerprints()`). Returns the head in eval mode; its config.json is `head.meta`."""
+        head, meta = load_head(path, device=device, expect=expect, dtype=dtype)
+        if tokenizer is not None:
+            check_head_tokenizer(path, meta, tokenizer)
+        if fingerprints:
+            check_head_models(path, meta, fingerprints)
+        head.meta = meta
+        return head
+
+
+# ---------------------------------------------------------------- export format
+FORMAT_NAME = "specdec-ensemble-head"
+FORMAT_VERSION = 1
+WEIGHTS = "head.safetensors"
+CONFIG = "config.json"
+
+
+class HeadFormatError(ValueError):
+    """An exported head is missing, corrupt, or does not fit the models it is used with."""
+
+
+def export_head(head: EnsembleHead, out_dir: str | Path, meta: dict | None = None) -> Path:
+    """Write head.safetensors + config.json into out_dir (atomically: a temp dir renamed into place).
+
+    meta: free-form JSON-serialisable facts to record, e.g. models={target, draft}, tokenizer_hash,
+    target={kind, alpha, beta}, training={...}, metrics={...}. git_revision is added when absent.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    meta = dict(meta or {})
+    meta.setdefault("git_revision", git_revision())
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in head.state_dict().items()}
+    save_file(state, str(tmp / WEIGHTS), metadata={"format": FORMAT_NAME, "format_version": str(FORMAT_VERSION)})
+    config = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "arch": head.cfg.to_dict(),
+        "hidden_q": head.cfg.hidden_q,
+        "hidden_p": head.cfg.hidden_p,
+        "num_features": head.cfg.num_features,
+        "weights_sha256": sha256_file(tmp / WEIGHTS),
+        "verify_rule_version": VERIFY_RULE_VERSION,
+        **meta,
+    }
+    (tmp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True, default=str))
+    return replace_dir(tmp, out_dir)
+
+
+def read_head_config(path: str | Path) -> dict:
+    """config.json of an exported head, validated for format and version."""
+    path = Path(path)
+    cfg_file = path / CONFIG
+    if not path.is_dir():
+        raise HeadFormatError(f"no exported head at {path}: expected a directory with {WEIGHTS} and {CONFIG}")
+    if not cfg_file.is_file() or not (path / WEIGHTS).is_file():
+        raise HeadFormatError(f"{path} is not a complete head export: needs {WEIGHTS} and {CONFIG}")
+    try:
+        config = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HeadFormatError(f"{cfg_file} is corrupt (not valid JSON: {e}); re-export the head") from e
+    if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
+        found = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise HeadFormatError(f"{cfg_file} is not a {FORMAT_NAME} config (format={found!r})")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise HeadFormatError(
+            f"{path}: head format version {config.get('format_version')} is not supported by this code "
+            f"(version {FORMAT_VERSION}); re-export it with this version"
+        )
+    return config
+
+
+def check_head_tokenizer(path: str | Path, config: dict, tokenizer: Any) -> None:
+    """A head's hidden-state inputs depend on the tokenizer it was trained with: refuse another one (exports that
+    record none are not checked)."""
+    recorded, here = config.get("tokenizer_hash"), tokenizer_hash(tokenizer)
+    if recorded is not None and recorded != here:
+        raise HeadFormatError(f"head at {path} was trained with another tokenizer ({recorded}, here {here}); "
+                              f"train or pick a head for this model pair")
+
+
+def check_head_models(path: str | Path, config: dict, fingerprints: dict[str, str]) -> None:
+    """A head reads its models' hidden states: refuse models whose weights differ from those it was trained with
+    (specdec.models.weights_fingerprint per role; roles an export does not record are not checked)."""
+    changed = fingerprint_changes(config.get("model_fingerprints") or {}, fingerprints)
+    if changed:
+        raise HeadFormatError(f"head at {path} was trained with other model weights ({'; '.join(changed)}; models "
+                              f"{config.get('models')}): the same path may hold a rebuilt or replaced model. Train "
+                              f"or pick a head for these weights")
+
+
+def load_head(
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    expect: dict | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[EnsembleHead, dict]:
+    """Load an exported head; returns (head in eval mode, config dict).
+
+    expect: facts about the models it will be used with, checked against the export, e.g.
+    {"hidden_q": 128, "hidden_p": 256, "tokenizer_hash": "...", "num_features": 5}. Any mismatch raises
+    HeadFormatError naming the field, both values and what to do.
+    """
+    path = Path(path)
+    config = read_head_config(path)
+    weights = path / WEIGHTS
+    digest = sha256_file(weights)
+    if digest != config.get("weights_sha256"):
+        raise HeadFormatError(
+            f"{weights} is corrupt: sha256 {digest[:12]}.. does not match the {config.get('weights_sha256', '')[:12]}.. "
+            f"recorded in {CONFIG}; re-export the head"
+        )
+    # Exports from before the version was recorded were trained under version 1.
+    version = config.get("verify_rule_version", 1)
+    if version != VERIFY_RULE_VERSION:
+        raise HeadFormatError(
+            f"head at {path} was trained under verification-rule version {version}, but this engine verifies with "
+            f"version {VERIFY_RULE_VERSION} (specdec.verify.VERIFY_RULE_VERSION); its weights were tuned to the other "
+            f"rule, so retrain the head with this code (or decode with the code revision it was trained with: "
+            f"{config.get('git_revision', 'unknown')})"
+        )
+    try:
+        hcfg = HeadConfig.from_dict(config["arch"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise HeadFormatError(f"{path / CONFIG}: bad 'arch' entry ({e})") from e
+    # `expect` reads the top-level widths, the head is built from 'arch': they must agree, or a head for other
+    # models would pass the check and fail (or misread its inputs) only when decoding.
+    for key in ("hidden_q", "hidden_p", "num_features"):
+        if config.get(key) != getattr(hcfg, key):
+            raise HeadFormatError(f"{path / CONFIG} contradicts itself: {key} is {config.get(key)!r} at the top level "
+                                  f"but {getattr(hcfg, key)!r} in its architecture; re-export the head")
+    for key, want in (expect or {}).items():
+        have = config.get(key)
+        if have != want:
+            raise HeadFormatError(
+                f"head at {path} does not fit these models: {key} is {have!r} in the export but {want!r} here "
+                f"(the head was trained for models {config.get('models')}); train or pick a head for this model pair"
+            )
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as e:
+        raise HeadFormatError(f"{weights} is not a readable safetensors file ({e}); re-export the head") from e
+    head = EnsembleHead(hcfg)
+    try:
+        head.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        raise HeadFormatError(f"{weights} does not match its architecture in {CONFIG}: {e}") from e
+    return head.to(device=device, dtype=dtype).eval(), config
