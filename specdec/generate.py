@@ -175,7 +175,7 @@ def generate(
         q = prop.probs.to(device) if use_proposer else None
         logprobs, h_p = target.feed(torch.cat([last.unsqueeze(1), drafts], 1))
         amateur_lp = amateur.feed(torch.cat([last.unsqueeze(1), drafts], 1))[0] if use_amateur else None
-        scores = RoundScores(logprobs, temperature, q, amateur_lp, h_p, prop.hidden)
+        scores = RoundScores(logprobs, temperature, q, amateur_lp, h_p, prop.hidden, drafts=drafts)
         t = time.perf_counter()
         nu, w = rule(scores)
         _sync(timed)

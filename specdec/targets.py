@@ -124,6 +124,7 @@ class RoundScores:
     amateur_logprobs: torch.Tensor | None = None  # [B, γ+1, V]
     h_p: torch.Tensor | None = None  # [B, γ+1, Hp] target last-layer hidden states
     h_q: torch.Tensor | None = None  # [B, γ or γ+1, Hq] proposer hidden states
+    drafts: torch.Tensor | None = None  # [B, γ] the drafted tokens (rules that look ahead along the draft: FLy)
 
     _p: torch.Tensor | None = None
 
@@ -257,8 +258,130 @@ class HeadEnsembleRule(Rule):
         return ensemble_target(b, q, w), w
 
 
+def kl_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """KL(p ‖ q) in nats; terms where p = 0 contribute 0, q is floored so that p > 0 = q gives a large finite value."""
+    return (p * (torch.log(p.clamp_min(1e-30)) - torch.log(q.clamp_min(1e-30)))).sum(-1)
+
+
+def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Jensen–Shannon divergence in nats (symmetric, ≤ log 2)."""
+    m = 0.5 * (p + q)
+    return 0.5 * kl_divergence(p, m) + 0.5 * kl_divergence(q, m)
+
+
+DIVERGENCES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "kl": kl_divergence, "js": js_divergence, "tv": total_variation}
+
+
+def fuzzy_weight(p: torch.Tensor, q: torch.Tensor, threshold: float, divergence: str = "kl") -> torch.Tensor:
+    """Fuzzy SD's decision as a weight: w = 1[D(p, q) > threshold] (the target decides where the two disagree more
+    than the threshold; the draft is kept where they agree), w ∈ {0, 1} per position."""
+    if divergence not in DIVERGENCES:
+        raise ValueError(f"unknown divergence {divergence!r}; known: {sorted(DIVERGENCES)}")
+    return (DIVERGENCES[divergence](p, q) > threshold).to(p.dtype)
+
+
+class FuzzyRule(Rule):
+    """Fuzzy Speculative Decoding (Holsman et al., ACL Findings 2025): at each draft position, a divergence
+    D(p_t, q_t) at or below the threshold accepts the draft outright; above it, standard SD decides (min(1, p/q),
+    residual norm(max(0, p − q))). That is exactly verification against ν_t = w_t·p_t + (1 − w_t)·q_t with
+    w_t = 1[D_t > threshold] (`fuzzy_weight`): where w_t = 0, ν_t = q_t accepts every draft.
+
+    The two forms differ only at the bonus position (all γ drafts accepted): the paper draws the bonus token from
+    p (`bonus="p"`, the default); the ν-form (`bonus="nu"`) applies the same rule there, drawing from q where the
+    two agree, so every emitted token follows its ν (and the rule needs q at the bonus position)."""
+
+    def __init__(self, threshold: float, divergence: str = "kl", bonus: str = "p"):
+        if bonus not in ("p", "nu"):
+            raise ValueError(f"bonus must be 'p' (the paper) or 'nu' (the ν-form), got {bonus!r}")
+        fuzzy_weight(torch.ones(1), torch.ones(1), 0.0, divergence)  # validates the divergence's name
+        self.threshold, self.divergence, self.bonus = float(threshold), divergence, bonus
+        self.needs_bonus_q = bonus == "nu"
+
+    def __call__(self, scores: RoundScores):
+        p, q = scores.p, scores.q
+        if q is None:  # γ = 0: nothing drafted, the target decides
+            return p, torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+        # the paper's form decides the draft positions only, even when a proposer hands over q at the bonus too
+        g = q.shape[1] if self.bonus == "nu" else min(q.shape[1], p.shape[1] - 1)
+        q = q[:, :g].to(p.dtype)
+        w = fuzzy_weight(p[:, :g], q, self.threshold, self.divergence)
+        w = torch.cat([w, torch.ones(p.shape[0], p.shape[1] - g, dtype=p.dtype, device=p.device)], 1)
+        return torch.cat([ensemble_target(p[:, :g], q, w[:, :g]), p[:, g:]], 1), w
+
+
+def typical_target(p: torch.Tensor, q: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
+    """Typical acceptance (Medusa, Cai et al. 2024) as a verification target. Medusa accepts x̃ iff
+    p(x̃) > τ = min(ε, δ·exp(−H(p))) and otherwise takes a token from the target. With S = {x: p(x) > τ} (never
+    empty: max p ≥ exp(−H) ≥ τ), ν = q·1_S + c·p·1_S, c = (1 − q(S)) / p(S), gives exactly that through `verify`:
+    ν(x̃) ≥ q(x̃) on S (always accepted), ν = 0 off S (always rejected), and the residual max(0, ν − q) ∝ p·1_S, so a
+    rejection draws from p restricted to the typical set (Medusa's sampled variant; its greedy one takes argmax p)."""
+    tau = torch.minimum(torch.full_like(p[..., 0], float(epsilon)), delta * torch.exp(-entropy(p)))
+    typical = (p > tau.unsqueeze(-1)) | (p == p.amax(-1, keepdim=True))  # the mode always counts (ties, τ = max)
+    q_s = (q * typical).sum(-1, keepdim=True)
+    p_s = (p * typical).sum(-1, keepdim=True)
+    return torch.where(typical, q + (1.0 - q_s).clamp_min(0.0) / p_s * p, torch.zeros_like(p))
+
+
+class TypicalRule(Rule):
+    """Typical acceptance (`typical_target`) at each draft position; the bonus token comes from p. Greedy decoding
+    (T = 0) is greedy SD: Medusa's criterion is for sampling."""
+
+    def __init__(self, epsilon: float = 0.3, delta: float | None = None):
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+        self.epsilon = float(epsilon)
+        self.delta = float(epsilon ** 0.5 if delta is None else delta)  # Medusa's default: δ = sqrt(ε)
+
+    def __call__(self, scores: RoundScores):
+        p, q = scores.p, scores.q
+        if q is None or not scores.temperature:
+            return p, None
+        g = min(q.shape[1], p.shape[1] - 1)
+        nu = typical_target(p[:, :g], q[:, :g].to(p.dtype), self.epsilon, self.delta)
+        return torch.cat([nu, p[:, g:]], 1), None
+
+
+class FlyRule(Rule):
+    """FLy, training-free loosely SD (Li et al., ICLR 2026): a draft that differs from the target's choice is
+    accepted when (i) the entropy gate opens, H(p_t) ≥ entropy_threshold (several tokens plausible), and (ii) the
+    deferred window agrees: the next `window` drafts are each the target's argmax at their positions, i.e. the
+    target, having read the draft's variant, continues as the draft did. The window is read from the same
+    verification pass; a mismatch whose window does not fit inside this round's γ drafts is rejected (the paper
+    defers that decision to the next round; here it is decided conservatively, which only lowers acceptance).
+
+    Written through `verify` as ν_t = δ(x̃_t) where the mismatch is accepted (recorded as w_t = 0) and p_t elsewhere
+    (w_t = 1): at T = 0 (the paper's setting) this is the rule exactly, and entropy_threshold = +∞ is greedy SD token
+    for token. At T > 0 (our extension: "the target's choice" is its argmax, drafts are sampled) ν_t depends on the
+    draft itself and the drafts after it, so the output is not ν-distributed: FLy is the one rule here whose
+    decision cannot be a ν fixed before the draft is drawn (it looks ahead along the draft).
+    """
+
+    def __init__(self, entropy_threshold: float = 0.3, window: int = 2):
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.entropy_threshold, self.window = float(entropy_threshold), int(window)
+
+    def __call__(self, scores: RoundScores):
+        p, q, drafts = scores.p, scores.q, scores.drafts
+        ones = torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+        if q is None or drafts is None or drafts.shape[1] == 0:
+            return p, ones
+        g = drafts.shape[1]
+        match = drafts == p[:, :g].argmax(-1)  # [B, γ]
+        window_ok = torch.ones_like(match)
+        for k in range(1, self.window + 1):  # the k-th draft after t matches (False past the round's last draft)
+            window_ok &= torch.cat([match[:, k:], torch.zeros_like(match[:, :k])], 1)
+        keep = (entropy(p[:, :g]) >= self.entropy_threshold) & window_ok & ~match
+        w = ones.clone()
+        w[:, :g] = 1.0 - keep.to(p.dtype)
+        draft_point = torch.nn.functional.one_hot(drafts, p.shape[-1]).to(p.dtype)
+        return torch.cat([torch.where(keep.unsqueeze(-1), draft_point, p[:, :g]), p[:, g:]], 1), w
+
+
 def make_rule(name: str, **kw) -> Rule:
-    """Rule by name, for configs: exact | static(w) | lossy(lenience) | cascade(threshold) | contrastive(alpha, beta)."""
+    """Rule by name, for configs: exact | static(w) | lossy(lenience) | cascade(threshold) | contrastive(alpha, beta)
+    | fsd(threshold, divergence, bonus) | typical(epsilon, delta) | fly(entropy_threshold, window)."""
     rules: dict[str, Callable[..., Rule]] = {
         "exact": ExactRule,
         "static": StaticEnsembleRule,
@@ -266,6 +389,9 @@ def make_rule(name: str, **kw) -> Rule:
         "cascade": CascadeRule,
         "contrastive": ContrastiveRule,
         "head": HeadEnsembleRule,
+        "fsd": FuzzyRule,
+        "typical": TypicalRule,
+        "fly": FlyRule,
     }
     if name not in rules:
         raise ValueError(f"unknown target rule {name!r}; known: {sorted(rules)}")

@@ -4,7 +4,14 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specdec.targets import cascade_weight, contrastive_target, ensemble_target, lossy_target
+from specdec.targets import (
+    cascade_weight,
+    contrastive_target,
+    ensemble_target,
+    fuzzy_weight,
+    lossy_target,
+    typical_target,
+)
 from specdec.verify import output_distribution, verify
 
 V, GAMMA, N = 6, 2, 200_000
@@ -36,7 +43,17 @@ def _targets(p, q):
         "lossy": lossy,
         "cascade": ensemble_target(p, q, cascade_weight(p, q, 0.0)),
         "contrastive": contrastive_target(p.log(), a.log(), alpha=0.5, beta=0.1),
+        # Fuzzy SD's ν-form (KL threshold at the median of the three positions': some keep the draft, some not)
+        "fsd": ensemble_target(p, q, fuzzy_weight(p, q, _kl_median(p, q))),
+        # typical acceptance at the draft positions, the bonus from p (as TypicalRule builds it)
+        "typical": torch.cat([typical_target(p[:-1], q[:-1], 0.3, 0.3 ** 0.5), p[-1:]]),
     }
+
+
+def _kl_median(p, q):
+    from specdec.targets import kl_divergence
+
+    return float(kl_divergence(p, q).median())
 
 
 def _check(samples, expected):
@@ -53,7 +70,7 @@ def _check(samples, expected):
 
 
 @pytest.mark.parametrize("one_hot", [False, True], ids=["sampled", "one_hot"])
-@pytest.mark.parametrize("rule", ["exact", "static", "dynamic", "lossy", "cascade", "contrastive"])
+@pytest.mark.parametrize("rule", ["exact", "static", "dynamic", "lossy", "cascade", "contrastive", "fsd", "typical"])
 def test_emitted_tokens_follow_nu(rule, one_hot):
     torch.manual_seed(0)
     p, q = _dists(1, one_hot)

@@ -1,0 +1,144 @@
+"""The training-free relaxed rules of 2025-26 (Fuzzy SD, typical acceptance, FLy): what each emits, exactly or
+statistically. Their ν-forms' output distributions are checked with the other rules' in tests/test_verify.py."""
+
+import math
+
+import pytest
+import torch
+
+from specdec import LM, DraftModelProposer, generate
+from specdec.targets import (
+    ExactRule,
+    FlyRule,
+    FuzzyRule,
+    RoundScores,
+    TypicalRule,
+    entropy,
+    kl_divergence,
+    make_rule,
+    typical_target,
+)
+from specdec.testing import noisy_copy, random_llama
+from specdec.verify import verify
+
+V, G = 7, 3
+
+
+def _scores(seed=0, B=64, temperature=1.0):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.distributions.Dirichlet(torch.full((V,), 0.5, dtype=torch.float64)).sample((B, G + 1))
+    q = 0.6 * p + 0.4 * torch.distributions.Dirichlet(torch.ones(V, dtype=torch.float64)).sample((B, G + 1))
+    drafts = torch.stack([torch.multinomial(q[:, i], 1, generator=g).squeeze(-1) for i in range(G)], 1)
+    return p, q, drafts, RoundScores(p.log(), temperature, q, drafts=drafts)
+
+
+def test_fuzzy_rule_is_sd_below_every_divergence_and_the_draft_above():
+    p, q, _, scores = _scores()
+    nu, w = FuzzyRule(threshold=-1.0)(RoundScores(p.log(), 1.0, q[:, :G]))
+    assert torch.allclose(nu, p) and torch.all(w == 1)  # D ≥ 0 > −1: the target always decides (standard SD)
+    nu, w = FuzzyRule(threshold=math.inf)(RoundScores(p.log(), 1.0, q[:, :G]))
+    assert torch.allclose(nu[:, :G], q[:, :G]) and torch.allclose(nu[:, G], p[:, G])  # every draft kept, bonus p
+    assert torch.all(w[:, :G] == 0)
+
+
+def test_fuzzy_rule_keeps_the_draft_exactly_where_the_divergence_is_small():
+    p, q, _, _ = _scores(1)
+    thr = float(kl_divergence(p, q).median())
+    paper_nu, w = FuzzyRule(thr)(RoundScores(p.log(), 1.0, q[:, :G]))
+    small = kl_divergence(p[:, :G], q[:, :G]) <= thr
+    assert small.any() and (~small).any()
+    assert torch.equal(w[:, :G] == 0, small)
+    assert torch.allclose(paper_nu[:, :G][small], q[:, :G][small]) and torch.allclose(paper_nu[:, :G][~small],
+                                                                                        p[:, :G][~small])
+    # The ν-form differs from the paper's rule at the bonus position only (it needs q there).
+    rule = FuzzyRule(thr, bonus="nu")
+    assert rule.needs_bonus_q and not FuzzyRule(thr).needs_bonus_q
+    nu_form, w_nu = rule(RoundScores(p.log(), 1.0, q))
+    assert torch.equal(nu_form[:, :G], paper_nu[:, :G])
+    bonus_small = kl_divergence(p[:, G], q[:, G]) <= thr
+    assert torch.allclose(nu_form[:, G][bonus_small], q[:, G][bonus_small])
+    assert torch.allclose(nu_form[:, G][~bonus_small], p[:, G][~bonus_small])
+    for div in ("js", "tv"):
+        assert FuzzyRule(0.1, divergence=div)(RoundScores(p.log(), 1.0, q[:, :G]))[0].shape == p.shape
+    with pytest.raises(ValueError, match="unknown divergence"):
+        FuzzyRule(0.1, divergence="hellinger")
+
+
+def test_typical_rule_accepts_exactly_the_typical_drafts():
+    """Medusa's criterion, deterministically: x̃ is kept iff p(x̃) > min(ε, δ·exp(−H(p))) (or x̃ is the mode)."""
+    p, q, drafts, scores = _scores(2, B=4000)
+    eps, delta = 0.3, 0.3 ** 0.5
+    nu, _ = TypicalRule(eps)(scores)
+    assert torch.allclose(nu.sum(-1), torch.ones(nu.shape[:2], dtype=nu.dtype))
+    assert torch.allclose(nu[:, G], p[:, G])  # the bonus from p
+    res = verify(drafts, q[:, :G], nu, generator=torch.Generator().manual_seed(0))
+    tau = torch.minimum(torch.full_like(p[:, :G, 0], eps), delta * torch.exp(-entropy(p[:, :G])))
+    p_x = p[:, :G].gather(-1, drafts.unsqueeze(-1)).squeeze(-1)
+    typical = (p_x > tau) | (drafts == p[:, :G].argmax(-1))
+    assert torch.equal(res.accept_prob == 1, typical) and torch.all(res.accept_prob[~typical] == 0)
+    assert typical.any() and (~typical).any()
+    # ε = 0 makes τ = 0: every token with p > 0 is typical, ν = q on the support of p (as good as w = 0 there).
+    assert torch.allclose(typical_target(p, q, 0.0, 1.0), q / (q * (p > 0)).sum(-1, keepdim=True) * (p > 0))
+    # Greedy decoding is greedy SD.
+    greedy = TypicalRule(eps)(RoundScores(p.log(), 0.0, q[:, :G], drafts=drafts))[0]
+    assert torch.allclose(greedy, p, rtol=0, atol=1e-12)
+
+
+def test_fly_accepts_a_high_entropy_mismatch_only_when_its_window_agrees():
+    top = [0, 1, 2, 3]  # the target's argmax at the 4 positions (γ = 3 drafts and the bonus)
+    p = torch.full((1, 4, V), 0.02, dtype=torch.float64)
+    for i, t in enumerate(top):
+        p[0, i, t] = 0.5
+        p[0, i, (t + 1) % V] = 0.4  # a close second: high entropy
+    p = p / p.sum(-1, keepdim=True)
+    q = torch.full((1, 3, V), 1.0 / V, dtype=torch.float64)
+    H = float(entropy(p[0, 0]))
+
+    def accepted(drafts, threshold=H - 0.1, window=2):
+        d = torch.tensor([drafts])
+        nu, w = FlyRule(threshold, window)(RoundScores(p.log(), 0.0, q, drafts=d))
+        return int(verify(d, q, nu, greedy=True).num_accepted), w
+
+    assert accepted([1, 1, 2])[0] == 3  # mismatch at 0 (the second choice), then the target's own tokens
+    assert accepted([1, 1, 2], threshold=H + 0.1)[0] == 0  # entropy gate closed: greedy SD
+    assert accepted([1, 5, 2])[0] == 0  # the window disagrees: rejected
+    assert accepted([0, 1, 3])[0] == 2  # a mismatch at the last draft has no window inside the round: rejected
+    n, w = accepted([1, 1, 2], window=1)
+    assert n == 3 and w[0].tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    target = random_llama(64, hidden=48, layers=2, seed=0, dtype=torch.float64, init_std=0.3)
+    return target, noisy_copy(target, noise=0.3, seed=1)
+
+
+def test_fly_at_infinite_entropy_threshold_is_greedy_sd_and_finite_accepts_more(pair):
+    target, draft = pair
+    prompts = [[1, 5, 7], [1, 9, 3, 4, 22, 8, 9, 3], [1], [3, 3, 3, 3, 3]]
+
+    def run(rule):
+        return generate(LM(target), DraftModelProposer(LM(draft)), prompts, rule=rule, gamma=4, max_new_tokens=40,
+                        temperature=0)
+
+    sd, fly_inf, fly = run(ExactRule()), run(FlyRule(math.inf, 2)), run(make_rule("fly", entropy_threshold=0.5))
+    assert fly_inf.tokens == sd.tokens
+    assert torch.equal(fly_inf.rounds["accepted"], sd.rounds["accepted"])
+    assert fly.acceptance_rate > sd.acceptance_rate and fly.tokens != sd.tokens
+
+
+def test_fsd_and_typical_decode_through_generate(pair):
+    """At T = 1 the relaxed rules decode end to end and sit between SD and the draft in acceptance."""
+    target, draft = pair
+    prompts = [[1, 5 + b, 7] for b in range(8)]
+
+    def run(rule):
+        return generate(LM(target), DraftModelProposer(LM(draft)), prompts, rule=rule, gamma=4, max_new_tokens=32,
+                        temperature=1.0, generator=torch.Generator().manual_seed(0))
+
+    sd = run(ExactRule())
+    fsd = [run(FuzzyRule(t)).acceptance_rate for t in (1.0, 3.0, 6.0)]
+    assert sd.acceptance_rate < fsd[0] < fsd[1] < fsd[2] < 1.0, (sd.acceptance_rate, fsd)
+    assert run(FuzzyRule(3.0, bonus="nu")).acceptance_rate > sd.acceptance_rate
+    assert run(TypicalRule(0.3)).acceptance_rate > sd.acceptance_rate
+    assert run(FuzzyRule(math.inf)).acceptance_rate == 1.0
