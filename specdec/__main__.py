@@ -16,7 +16,8 @@ Finished batches are appended to <out>.partial; --resume skips the lines already
 with the run's identity (models, rule, head weights, default settings, batch size): --resume refuses a partial
 file decoded otherwise, and decodes again any line whose text changed since.
 
-Without --target/--draft it uses the embedded tiny trio (building it first if it is missing).
+Without --target/--draft it uses the embedded tiny trio (once built: `make models`, or any training or evaluation
+job, builds it).
 """
 
 from __future__ import annotations
