@@ -166,6 +166,24 @@ def test_no_import_cycle_between_packages():
     assert pg["specdec"] == set()  # the engine depends on no other package of the project
 
 
+def test_embedded_trio_builds_through_the_registered_builder(micro_trio, tmp_path, monkeypatch):
+    """The engine never imports data.build_models: the data package registers its builder, so the jobs (which import
+    it) still build the trio on first use; without a builder a built trio is used and a missing one is named."""
+    import pytest
+
+    import data.build_models as bm
+    from specdec import loading
+
+    calls = []
+    monkeypatch.setattr(bm, "ensure_embedded", lambda d=None, seed=0: calls.append(d) or micro_trio)
+    assert loading.Models({"embedded": True, "dir": "somewhere"}).root == micro_trio and calls == ["somewhere"]
+    monkeypatch.setattr(loading, "_embedded_builder", None)
+    assert loading.Models({"embedded": True, "dir": str(micro_trio)}).root == micro_trio
+    with pytest.raises(FileNotFoundError, match="make models"):
+        loading.Models({"embedded": True, "dir": str(tmp_path / "none")}).root  # noqa: B018
+    assert not calls[1:]
+
+
 def test_the_checker_sees_what_it_must(tmp_path):
     """The parser catches an import inside a function, a relative import and importlib with a literal name."""
     mods = {"specdec": ROOT / "specdec/__init__.py", "specdec.x": tmp_path / "x.py", "data": ROOT / "data/__init__.py",
