@@ -56,7 +56,7 @@ FRONTIER_COLUMNS = [
     _COL["mean_w"], _COL["num_samples"],
 ]
 # Methods whose ν is a mixture of the base distribution and q at every position: on the identity line exactly.
-MIXTURES = ("sd", "static", "diversed", "cascade")
+MIXTURES = ("sd", "static", "diversed", "cascade", "fsd")
 Z_WARN = 4.0  # |z| beyond this is not sampling noise (two-sided p ≈ 6e-5 per run)
 # The bars, in acceptance points (100 × rate) and score points.
 BAR_VS_STATIC = 5.0
@@ -413,6 +413,13 @@ def run_all(cfg: DictConfig, out_dir: Path) -> list[dict]:
     jobs: list[tuple[str, dict[str, Any], str | None]] = []
     for name in cfg.frontier.baselines:
         jobs.append((name, method_config(name), None))
+    sweeps = cfg.frontier.get("sweeps") or {}
+    for name in cfg.frontier.get("sweep_methods") or []:
+        if name not in sweeps or len(sweeps[name]) != 1:
+            raise ValueError(f"frontier.sweep_methods names {name!r}, but frontier.sweeps has no single knob for it "
+                             f"(frontier.sweeps.{name}: {{knob: [values]}}); known: {sorted(sweeps)}")
+        (knob, values), = sweeps[name].items()
+        jobs += [(name, {**method_config(name), knob: v}, None) for v in values]
     for w in cfg.frontier.grid:
         jobs.append(("static", {**method_config("static"), "w": float(w)}, None))
     for h in cfg.get("heads") or []:

@@ -185,12 +185,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true", help="keep the lines already in <out>.partial")
     ap.add_argument("--proposer", choices=["draft", "ngram", "none"], default="draft")
     ap.add_argument("--rule", default=None,
-                    help="exact|sd, static, lossy, cascade, cd, dcd, dcd_ngram, scd, ar_target, ar_draft "
-                         "(default exact, or the head with --head)")
+                    help="exact|sd, static, lossy, cascade, fsd, typical, fly, cd, dcd, dcd_ngram, scd, ar_target, "
+                         "ar_draft (default exact, or the head with --head)")
     ap.add_argument("--head", help="exported ensemble head dir (head.safetensors + config.json): rule = the head")
     ap.add_argument("--w", type=float, default=0.5, help="static ensemble weight on the target")
     ap.add_argument("--lenience", type=float, default=0.5, help="lossy rule lenience l")
-    ap.add_argument("--threshold", type=float, default=0.1, help="cascade deferral threshold")
+    ap.add_argument("--threshold", type=float, default=0.1,
+                    help="cascade deferral threshold; fsd divergence threshold (nats for kl/js)")
+    ap.add_argument("--divergence", choices=["kl", "js", "tv"], default="kl", help="fsd divergence")
+    ap.add_argument("--epsilon", type=float, default=0.3, help="typical acceptance epsilon (delta = sqrt(epsilon))")
+    ap.add_argument("--entropy-threshold", type=float, default=0.3, help="fly entropy gate (nats)")
+    ap.add_argument("--window", type=int, default=2, help="fly deferred window (drafts)")
     ap.add_argument("--alpha", type=float, default=0.5, help="contrastive rules: amateur penalty")
     ap.add_argument("--beta", type=float, default=0.1, help="contrastive rules: plausibility cut-off")
     ap.add_argument("--gamma", type=int, default=5)
@@ -227,7 +232,9 @@ def main(argv: list[str] | None = None) -> None:
             args.target, args.draft, head=args.head, rule=rule, amateur=args.amateur, models_dir=args.models_dir,
             device=args.device, dtype=args.dtype, gamma=args.gamma,
             proposer="draft" if args.proposer == "none" else args.proposer, w=args.w, lenience=args.lenience,
-            threshold=args.threshold, alpha=args.alpha, beta=args.beta, compile=args.compile)
+            threshold=args.threshold, alpha=args.alpha, beta=args.beta, compile=args.compile,
+            divergence=args.divergence, epsilon=args.epsilon, entropy_threshold=args.entropy_threshold,
+            window=args.window)
     except (ValueError, FileNotFoundError, OSError) as e:
         sys.exit(f"error: {e}")
 

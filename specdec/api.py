@@ -77,6 +77,7 @@ class SpeculativeGenerator:
         alpha: float = 0.5,
         beta: float = 0.1,
         compile: bool = False,
+        **options: Any,
     ) -> SpeculativeGenerator:
         """Load the models and build the method.
 
@@ -88,7 +89,9 @@ class SpeculativeGenerator:
         (models loaded from paths here follow the first loaded model's device and dtype).
         head: an exported ensemble head (rule = the head). rule: a method of the registry by name — sd (exact),
         static (w), lossy (lenience), cascade (threshold), cd / dcd / dcd_ngram / scd (alpha, beta), ar_target,
-        ar_draft, diversed (head) — default sd, or the head when one is given. proposer: draft | ngram.
+        ar_draft, diversed (head), fsd (threshold, divergence, bonus), typical (epsilon, delta), fly
+        (entropy_threshold, window) — default sd, or the head when one is given. proposer: draft | ngram.
+        options: further method settings by name (those of conf/method/<rule>.yaml), e.g. epsilon=0.1.
         """
         name = ALIASES.get(rule, rule) if rule else ("diversed" if head else "sd")
         if head is not None and name != "diversed":
@@ -121,7 +124,7 @@ class SpeculativeGenerator:
                 models.attach(role, loaded[role], tokenizer=tokenizer if role == "target" or "target" not in loaded
                               else None)
         method_cfg = method_config(name, head=head, alpha=alpha, beta=beta, gamma=gamma, proposer=proposer, w=w,
-                                   lenience=lenience, threshold=threshold)
+                                   lenience=lenience, threshold=threshold, **options)
         if head is not None:
             check_head_tokenizer(head, read_head_config(head), models.tokenizer)
         spec = build_method(name, models, method_cfg)

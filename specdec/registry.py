@@ -7,7 +7,9 @@ cfg.beta (the eval config has this shape; `method_config(name, **options)` build
 Evaluation (eval/run.py), training, the API (`specdec.SpeculativeGenerator`), `specdec.hf` and the CLI all build
 their methods here; new methods join with the `register(name)` decorator.
 
-Methods: ar_target, ar_draft, sd, static (w), lossy (lenience), cascade (threshold), diversed (a trained head),
+Methods: ar_target, ar_draft, sd, static (w), lossy (lenience), cascade (threshold), fsd (Fuzzy SD: threshold,
+divergence, bonus), typical (Medusa's typical acceptance: epsilon, delta), fly (FLy: entropy_threshold, window),
+diversed (a trained head),
 autojudge (a judge head), and the contrastive methods, which verify against π_CD (α = cfg.alpha, β = cfg.beta):
 
   * cd        vanilla contrastive decoding: expert and amateur one token at a time (γ = 0 through the engine).
@@ -46,10 +48,13 @@ from specdec.targets import (
     CascadeRule,
     ContrastiveRule,
     ExactRule,
+    FlyRule,
+    FuzzyRule,
     HeadEnsembleRule,
     LossyRule,
     Rule,
     StaticEnsembleRule,
+    TypicalRule,
 )
 
 
@@ -179,6 +184,27 @@ def _lossy(models: Models, cfg: DictConfig) -> MethodSpec:
 def _cascade(models: Models, cfg: DictConfig) -> MethodSpec:
     t = float(_m(cfg, "threshold", 0.1))
     return _sd_like(models, cfg, CascadeRule(t), f"cascade(t={t:g})", {"threshold": t})
+
+
+@register("fsd")
+def _fsd(models: Models, cfg: DictConfig) -> MethodSpec:
+    t, div, bonus = float(_m(cfg, "threshold", 0.5)), str(_m(cfg, "divergence", "kl")), str(_m(cfg, "bonus", "p"))
+    label = f"fsd({div}<={t:g}{', nu' if bonus == 'nu' else ''})"
+    return _sd_like(models, cfg, FuzzyRule(t, div, bonus), label, {"threshold": t, "divergence": div, "bonus": bonus})
+
+
+@register("typical")
+def _typical(models: Models, cfg: DictConfig) -> MethodSpec:
+    eps = float(_m(cfg, "epsilon", 0.3))
+    delta = _m(cfg, "delta", None)
+    rule = TypicalRule(eps, None if delta is None else float(delta))
+    return _sd_like(models, cfg, rule, f"typical(eps={eps:g})", {"epsilon": eps, "delta": rule.delta})
+
+
+@register("fly")
+def _fly(models: Models, cfg: DictConfig) -> MethodSpec:
+    h, win = float(_m(cfg, "entropy_threshold", 0.3)), int(_m(cfg, "window", 2))
+    return _sd_like(models, cfg, FlyRule(h, win), f"fly(H>={h:g},W={win})", {"entropy_threshold": h, "window": win})
 
 
 def head_label(path: str | Path, meta: dict) -> str:

@@ -142,3 +142,54 @@ def test_fsd_and_typical_decode_through_generate(pair):
     assert run(FuzzyRule(3.0, bonus="nu")).acceptance_rate > sd.acceptance_rate
     assert run(TypicalRule(0.3)).acceptance_rate > sd.acceptance_rate
     assert run(FuzzyRule(math.inf)).acceptance_rate == 1.0
+
+
+def test_frontier_sweeps_each_rule_over_its_knob(micro_trio, tmp_path):
+    """frontier.sweep_methods runs each named rule at every value of its knob, through the registry, as one curve."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+
+    from eval.frontier import run_all
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("eval", overrides=[f"model.dir={micro_trio}", "task=gsm8k", "eval.num_samples=2",
+                                         "eval.batch_size=2", "eval.max_new_tokens=8", "eval.progress=false",
+                                         "frontier.grid=[]", "frontier.baselines=[]",
+                                         "frontier.sweep_methods=[fsd,typical,fly]",
+                                         "frontier.sweeps.fsd.threshold=[0.0,1000.0]",
+                                         "frontier.sweeps.typical.epsilon=[0.3]",
+                                         "frontier.sweeps.fly.entropy_threshold=[0.5]"])
+    rows = run_all(cfg, tmp_path / "frontier")
+    labels = [r["label"] for r in rows]
+    assert labels == ["fsd(kl<=0)", "fsd(kl<=1000)", "typical(eps=0.3)", "fly(H>=0.5,W=2)"]
+    assert [r["params"]["threshold"] for r in rows[:2]] == [0.0, 1000.0]
+    assert rows[1]["acceptance_rate"] == 1.0 and rows[0]["acceptance_rate"] < 1.0  # every draft kept at 1000 nats
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        bad = compose("eval", overrides=[f"model.dir={micro_trio}", "frontier.grid=[]", "frontier.baselines=[]",
+                                         "frontier.sweep_methods=[nonesuch]"])
+    with pytest.raises(ValueError, match="frontier.sweeps has no single knob"):
+        run_all(bad, tmp_path / "bad")
+
+
+def test_api_and_cli_serve_the_new_rules(micro_trio, tmp_path):
+    import json
+
+    from specdec import SpeculativeGenerator
+    from specdec.__main__ import main as cli_main
+
+    prompt = "Question: Tom has 3 apples and buys 4 more. How many apples does he have?\nAnswer:"
+    for rule, opts in (("fsd", {"threshold": 1000.0, "divergence": "js"}), ("typical", {"epsilon": 0.1}),
+                       ("fly", {"entropy_threshold": 0.5, "window": 1})):
+        sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule=rule, device="cpu", **opts)
+        (c,) = sg.generate([prompt], max_new_tokens=12, temperature=0.0 if rule == "fly" else 1.0, seed=0)
+        assert 0 < len(c.token_ids) <= 12 and rule in sg.label
+        if rule == "fsd":  # every draft kept (JS ≤ log 2 < 1000)
+            assert c.stats["acceptance_rate"] == 1.0
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text(json.dumps({"prompt": prompt}) + "\n")
+    cli_main(["--models-dir", str(micro_trio), "--prompts-file", str(src), "--out", str(out), "--device", "cpu",
+              "--rule", "typical", "--epsilon", "0.2", "--max-new-tokens", "8"])
+    (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert "error" not in rec and len(rec["token_ids"]) <= 8
