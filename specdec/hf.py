@@ -37,7 +37,6 @@ directly where that is not available); the tokenizers go by the names `target_to
 from __future__ import annotations
 
 import inspect
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,17 +151,14 @@ def _rows(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> list[
     return out
 
 
-_SPECS: list[tuple[tuple, tuple, Any]] = []  # (model weakrefs, options, (models, spec)): the last few methods built
+# Methods that draft with the draft model (with proposer=draft), and those that need the amateur.
+_DRAFTING = ("sd", "static", "lossy", "cascade", "diversed", "autojudge", "dcd", "ar_draft")
+_AMATEUR = ("cd", "dcd", "dcd_ngram", "scd", "cos")
 
 
 def _build(target, draft, amateur, tokenizer, name: str, options: dict):
-    """The registry method for these loaded models, cached (by identity) for repeated calls."""
-    refs = tuple(weakref.ref(m) if m is not None else None for m in (target, draft, amateur, tokenizer))
-    key = tuple(sorted((k, str(v)) for k, v in options.items())) + (("method", name),)
-    for r, k, built in _SPECS:
-        if k == key and all((a is None and b is None) or (a is not None and b is not None and a() is b())
-                            for a, b in zip(r, refs)):
-            return built
+    """The registry method over these loaded models (built per call: LM wrappers are cheap, and nothing keeps the
+    caller's models alive after the call)."""
     p = next(target.parameters())
     models = Models({"device": str(p.device), "dtype": str(p.dtype).removeprefix("torch."), "embedded": False})
     models.attach("target", target, tokenizer=tokenizer)
@@ -177,8 +173,6 @@ def _build(target, draft, amateur, tokenizer, name: str, options: dict):
     if spec.generate_fn is not None:
         raise ValueError(f"method {name!r} decodes with its own loop, which specdec.hf does not serve; use "
                          f"eval/run.py method={name}")
-    _SPECS.append((refs, key, (models, spec)))
-    del _SPECS[:-4]
     return models, spec
 
 
@@ -222,9 +216,10 @@ def generate(
         raise ValueError(f"ensemble_head sets the method to the head (diversed); drop method={method!r}")
     if name == "diversed" and ensemble_head is None:
         raise ValueError("method='diversed' needs ensemble_head=PATH (an exported head)")
-    uses_draft = name not in ("ar_target", "cd", "scd", "cos") and (proposer or "draft") in ("draft",)
-    if uses_draft and draft is None:
+    if name in _DRAFTING and (proposer or "draft") == "draft" and draft is None:
         raise ValueError(f"method {name!r} drafts with a draft model: pass assistant_model=DRAFT (or draft=DRAFT)")
+    if name in _AMATEUR and amateur_model is None:
+        raise ValueError(f"method {name!r} verifies against contrastive decoding: pass amateur_model=AMATEUR")
     if draft is not None:
         _check_pair(model, draft, "draft", target_tokenizer, draft_tokenizer)
     if amateur_model is not None:

@@ -212,3 +212,20 @@ def test_head_save_and_from_pretrained(tmp_path, micro_trio, head_dir):
     cfg.write_text(json.dumps({**c, "verify_rule_version": c["verify_rule_version"] + 1}))
     with pytest.raises(HeadFormatError, match="verification-rule version"):
         EnsembleHead.from_pretrained(again)
+
+
+def test_contrastive_and_ngram_methods_through_generate(hf, micro_trio):
+    """Registry methods beyond the draft model: dcd_ngram needs no draft; cd needs the amateur (amateur_model=)."""
+    tok, target, draft = hf
+    amateur = AutoModelForCausalLM.from_pretrained(str(micro_trio / "amateur")).eval()
+    enc = _inputs(tok)
+    with pytest.raises(ValueError, match="amateur_model"):
+        target.generate(**enc, custom_generate=specdec.hf.generate, method="cd", max_new_tokens=4)
+    cd = target.generate(**enc, custom_generate=specdec.hf.generate, method="cd", amateur_model=amateur, alpha=0.3,
+                         beta=0.1, max_new_tokens=12, do_sample=False)
+    dcd = target.generate(**enc, custom_generate=specdec.hf.generate, method="dcd_ngram", amateur_model=amateur,
+                          alpha=0.3, beta=0.1, max_new_tokens=12, do_sample=False)
+    assert torch.equal(cd, dcd)  # greedy accelerated CD is greedy CD (lossless w.r.t. pi_CD)
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, device="cpu", rule="cd", alpha=0.3, beta=0.1)
+    assert [c.token_ids for c in sg.generate(PROMPTS, max_new_tokens=12, temperature=0.0)] == \
+        _new_tokens(cd, enc, tok.eos_token_id, tok.pad_token_id)
