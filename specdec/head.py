@@ -119,6 +119,39 @@ class EnsembleHead(nn.Module):
         """w in [0, 1] with the leading shape of the inputs."""
         return torch.sigmoid(self.logits(h_q, h_p, feats))
 
+    @torch.no_grad()
+    def init_as_rule(self, rule: str, knob: float, sharpness: float = 50.0) -> None:
+        """Start a linear head at a training-free rule it can express, so that training (whose KL reference is
+        the start) begins on that rule's curve instead of below it. ν is linear in w and the per-token optimum is
+        bang-bang, so these rules are sigmoids of one feature difference, as sharp as `sharpness`:
+          cascade  w = σ(k·(max p − max q − t))   SpecCascade's deferral (t = knob)
+          fsd_tv   w = σ(k·(TV(p, q) − T))       Fuzzy SD with the TV divergence (T = knob)
+          static   w = knob everywhere
+        A very sharp start (k ≳ 400) is the rule itself but leaves the sigmoid flat almost everywhere, where the
+        policy gradient cannot move it; k ≈ 50 keeps it trainable."""
+        from specdec.targets import PAIR_FEATURES
+
+        if self.cfg.arch != "linear":
+            raise ValueError(f"init_as_rule sets a linear head; this head is {self.cfg.arch!r}")
+        self.out.weight.zero_()
+        if rule == "static":
+            if not 0.0 < knob < 1.0:
+                raise ValueError(f"a static start needs a weight in (0, 1), got {knob}")
+            self.out.bias.fill_(math.log(knob / (1 - knob)))
+            return
+        if self.cfg.num_features != len(PAIR_FEATURES):
+            raise ValueError(f"rule {rule!r} reads the pair features {PAIR_FEATURES}: the head has none")
+        at = {f: i + (self.cfg.hidden_q + self.cfg.hidden_p if self.cfg.use_hidden else 0)
+              for i, f in enumerate(PAIR_FEATURES)}
+        k = float(sharpness)
+        if rule == "cascade":
+            self.out.weight[0, at["max_p"]], self.out.weight[0, at["max_q"]] = k, -k
+        elif rule == "fsd_tv":
+            self.out.weight[0, at["tv_pq"]] = k
+        else:
+            raise ValueError(f"unknown start rule {rule!r}; known: cascade, fsd_tv, static")
+        self.out.bias.fill_(-k * float(knob))
+
     # ------------------------------------------------------------ Hugging Face style
     def save_pretrained(self, save_directory: str | Path, meta: dict | None = None) -> Path:
         """Write head.safetensors + config.json into save_directory (atomically): `export_head(self, dir, meta)`,

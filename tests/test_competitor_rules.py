@@ -193,3 +193,46 @@ def test_api_and_cli_serve_the_new_rules(micro_trio, tmp_path):
               "--rule", "typical", "--epsilon", "0.2", "--max-new-tokens", "8"])
     (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert "error" not in rec and len(rec["token_ids"]) <= 8
+
+
+def test_a_linear_head_starts_exactly_at_the_rules_it_can_express():
+    from specdec.head import EnsembleHead, HeadConfig
+    from specdec.targets import PAIR_FEATURES, cascade_weight, pair_features, total_variation
+
+    p, q, _, _ = _scores(3, B=500)
+    feats = pair_features(p, q).float()
+    h_q, h_p = torch.randn(500, G + 1, 8), torch.randn(500, G + 1, 12)
+    head = EnsembleHead(HeadConfig(hidden_q=8, hidden_p=12, num_features=len(PAIR_FEATURES)))
+    head.init_as_rule("cascade", 0.05, sharpness=1e4)  # sharp: the rule itself away from its boundary
+    w = head(h_q, h_p, feats)
+    margin = (p.amax(-1) - q.amax(-1) - 0.05).abs() > 1e-3
+    assert torch.equal((w > 0.5)[margin], cascade_weight(p, q, 0.05).bool()[margin])
+    head.init_as_rule("fsd_tv", 0.2, sharpness=1e4)
+    tv = total_variation(p, q)
+    assert torch.equal((head(h_q, h_p, feats) > 0.5)[(tv - 0.2).abs() > 1e-3], (tv > 0.2)[(tv - 0.2).abs() > 1e-3])
+    head.init_as_rule("static", 0.3)
+    assert torch.allclose(head(h_q, h_p, feats), torch.full((500, G + 1), 0.3))
+    with pytest.raises(ValueError, match="known: cascade"):
+        head.init_as_rule("fly", 0.3)
+    with pytest.raises(ValueError, match="linear head"):
+        EnsembleHead(HeadConfig(hidden_q=8, hidden_p=12, num_features=5, arch="mlp")).init_as_rule("cascade", 0.1)
+
+
+def test_choose_start_maximises_the_training_objective_on_validation():
+    from eval.choose_start import choose
+
+    def row(method, label, score, acc, **params):
+        return {"method": method, "label": label, "task_score": score, "acceptance_rate": acc, "params": params}
+
+    rows = [row("sd", "sd", 0.60, 0.80), row("cascade", "cascade(t=0.02)", 0.55, 0.97, threshold=0.02),
+            row("cascade", "cascade(t=0.2)", 0.45, 0.98, threshold=0.2),
+            row("static", "static(w=0.85)", 0.43, 0.83, w=0.85),
+            row("fsd", "fsd(kl<=1)", 0.59, 0.99, threshold=1.0, divergence="kl"),  # not expressible: skipped
+            row("fsd", "fsd(tv<=0.3)", 0.50, 0.95, threshold=0.3, divergence="tv")]
+    best, cands = choose(rows, 0.1)
+    assert best["label"] == "cascade(t=0.02)" and (best["rule"], best["knob"]) == ("cascade", 0.02)
+    assert {c["label"] for c in cands} == {"cascade(t=0.02)", "cascade(t=0.2)", "static(w=0.85)", "fsd(tv<=0.3)"}
+    best, _ = choose(rows, 20.0)  # acceptance dominates
+    assert best["label"] == "cascade(t=0.2)"
+    with pytest.raises(ValueError, match="no run of cascade"):
+        choose([rows[0]], 0.1)

@@ -157,6 +157,8 @@ class Trainer:
                           mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
                           normalize=cfg.head.normalize, init_w=cfg.head.init_w)
         head = EnsembleHead(hcfg).to(device)
+        if cfg.head.get("init_rule"):  # a start on a training-free rule's curve (the KL reference is the start)
+            head.init_as_rule(str(cfg.head.init_rule), float(cfg.head.init_knob), float(cfg.head.init_sharpness))
         self.ref_head = copy.deepcopy(head).eval().requires_grad_(False)
         # algo.advantage=critic: a regressor of the fork gap G+ - G- on the head's own inputs (train/forks.py)
         self.critic = None

@@ -1,0 +1,71 @@
+"""Choose the training start of a head on validation prompts: among the training-free rules the head can express
+(SpecCascade, Fuzzy SD with the TV divergence, static weights), the run that maximises the training objective
+J = task score + λ · acceptance rate, read from an eval/frontier.py directory run on a validation set (prompts
+disjoint from training and from every test set). Prints every candidate's J and the Hydra overrides that start
+training there (EnsembleHead.init_as_rule); writes choice.json beside the runs.
+
+    python eval/frontier.py task=gsm8k data.split=validation frontier.baselines=[sd] \\
+        'frontier.sweep_methods=[cascade]' frontier.grid=[0.5,0.85] out_dir=runs/val/gsm8k
+    python eval/choose_start.py runs/val/gsm8k --lambda 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval.frontier import collect  # noqa: E402
+
+
+def start_of(m: dict) -> tuple[str, float] | None:
+    """(init_rule, init_knob) of a run the head can start at, or None."""
+    params = m.get("params") or {}
+    if m["method"] == "cascade":
+        return "cascade", float(params["threshold"])
+    if m["method"] == "fsd" and params.get("divergence") == "tv":
+        return "fsd_tv", float(params["threshold"])
+    if m["method"] == "static" and 0.0 < float(params["w"]) < 1.0:
+        return "static", float(params["w"])
+    if m["method"] == "sd":  # SD is w = 1: the sharpest cascade (never keep the draft) is not expressible; skip
+        return None
+    return None
+
+
+def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
+    """The candidate with the highest J = score + λ·acceptance (ties: higher acceptance), and all candidates."""
+    cands = []
+    for m in rows:
+        start = start_of(m)
+        if start is None or m.get("task_score") is None or m.get("acceptance_rate") is None:
+            continue
+        cands.append({"label": m["label"], "rule": start[0], "knob": start[1], "score": m["task_score"],
+                      "acceptance": m["acceptance_rate"], "J": m["task_score"] + lam * m["acceptance_rate"]})
+    if not cands:
+        raise ValueError("no run of cascade, fsd (divergence=tv) or static (0 < w < 1) with a task score here: run "
+                         "the validation sweep first (see this file's docstring)")
+    cands.sort(key=lambda c: (c["J"], c["acceptance"]), reverse=True)
+    return cands[0], cands
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dirs", nargs="+", help="eval/frontier.py output directories (validation prompts)")
+    ap.add_argument("--lambda", dest="lam", type=float, required=True, help="the λ the head will be trained with")
+    args = ap.parse_args()
+    best, cands = choose(collect(args.dirs), args.lam)
+    print(f"| run | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
+    for c in cands:
+        print(f"| {c['label']} | {c['score']:.3f} | {c['acceptance']:.3f} | {c['J']:.4f} |")
+    overrides = f"head.init_rule={best['rule']} head.init_knob={best['knob']:g}"
+    print(f"\nstart: {best['label']} -> python train/run.py ... lambda={args.lam:g} {overrides}")
+    out = Path(args.dirs[0]) / "choice.json"
+    out.write_text(json.dumps({"lambda": args.lam, "best": best, "candidates": cands, "overrides": overrides},
+                              indent=2))
+
+
+if __name__ == "__main__":
+    main()
