@@ -1,7 +1,7 @@
 """Where the head's per-token advantages come from, compared at equal decoding compute.
 
-    python bench/advantages.py --task gsm8k --lam 0.1 --budget 600000 --eval-n 300 --eval-seed 1
-    python bench/advantages.py ... --variants returns forks_policy forks_greedy critic_greedy
+    python diagnostics/advantages.py --task gsm8k --lam 0.1 --budget 600000 --eval-n 300 --eval-seed 1
+    python diagnostics/advantages.py ... --variants returns forks_policy forks_greedy critic_greedy
 
 Each variant trains `train/run.py` until it has decoded `--budget` tokens (rollouts and fork continuations
 counted alike: train.max_decoded_tokens), then its exported head is evaluated with `eval/run.py method=diversed`

@@ -1,10 +1,10 @@
-"""Export a constant-w head for a model pair: the measuring stick for bench/head_report.py.
+"""Export a constant-w head for a model pair: the measuring stick for diagnostics/head_report.py.
 
-    python bench/const_head.py TARGET DRAFT OUT [--w 0.999]
-    python bench/head_report.py task=gsm8k head=OUT --n 60 seed=1        # TV(p, q) by token class along SD
+    python diagnostics/const_head.py TARGET DRAFT OUT [--w 0.999]
+    python diagnostics/head_report.py task=gsm8k head=OUT --n 60 seed=1        # TV(p, q) by token class along SD
 
 An untrained EnsembleHead outputs its init_w everywhere, so with w = 0.999 the pair decodes (nearly) standard-SD
-trajectories, and bench/head_report.py's mean TV(p, q) by the class of the drafted token says where the pair's
+trajectories, and diagnostics/head_report.py's mean TV(p, q) by the class of the drafted token says where the pair's
 draft disagrees with its target, whatever head is trained later (docs/results/calibration.md compares the trios
 with the real pair this way).
 """

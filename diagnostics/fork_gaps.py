@@ -1,6 +1,6 @@
 """Whether a per-token rule has anything to learn: how much of the fork gap the head's inputs predict.
 
-    python bench/fork_gaps.py <run dir of algo.advantage=critic> [--folds 5] [--out DIR]
+    python diagnostics/fork_gaps.py <run dir of algo.advantage=critic> [--folds 5] [--out DIR]
 
 A critic run keeps its most recent forks in every checkpoint (`algo.critic.buffer`): the head's inputs at the fork
 position (h_q, h_p, the pair features) and the gap y = G+ - G- of the two continuations, whose expectation given the

@@ -1,16 +1,16 @@
 """Where the head puts its weight: mean w by the class of the draft-proposed token and by TV(p, q) decile, next to
 the token-class oracle's w on the same positions.
 
-    python bench/head_report.py task=gsm8k head=runs/train/<run>/head [--n 100] [--out DIR]
-    python bench/head_report.py model=tiny task=gsm8k head=A/head head=B/head --n 200 seed=1
-    python bench/head_report.py model=qwen25coder_15b_05b task=mbpp head=H --n 16 eval.max_new_tokens=128
+    python diagnostics/head_report.py task=gsm8k head=runs/train/<run>/head [--n 100] [--out DIR]
+    python diagnostics/head_report.py model=tiny task=gsm8k head=A/head head=B/head --n 200 seed=1
+    python diagnostics/head_report.py model=qwen25coder_15b_05b task=mbpp head=H --n 16 eval.max_new_tokens=128
 
 OVERRIDES are eval's Hydra overrides (conf/eval.yaml: model=, task=, seed=, temperature=, eval.batch_size=,
 eval.max_new_tokens=, data.path=, heads=[A,B], ...); `head=PATH` (repeatable) names exported heads
 (train/run.py). Each head decodes the same held-out prompts through the one engine loop
 (specdec.generate.generate, record_hidden=True) with eval's `diversed` method; two thin wrappers only record what
 the loop already computes: the proposer's drafted tokens and, per round, the head's w, TV(p, q) and the oracle's w
-on the same scores (bench/oracle_head.py's TokenClassOracleRule: w = 1 where p or q puts > --threshold mass on a
+on the same scores (diagnostics/oracle_head.py's TokenClassOracleRule: w = 1 where p or q puts > --threshold mass on a
 critical token, --w0 elsewhere). The w the loop records per output token is checked against the wrapper's.
 
 Only *tested* positions count (an accepted draft, or the draft rejected at the end of a round): those have a
@@ -68,15 +68,15 @@ def vocab_classes(tokenizer: Any, vocab_size: int) -> list[str]:
 
 # ---------------------------------------------------------------- the oracle
 try:
-    from bench.oracle_head import TokenClassOracleRule, critical_mask
+    from diagnostics.oracle_head import TokenClassOracleRule, critical_mask
 except ImportError as e:  # the oracle script is optional (only its absence: a broken one fails loudly)
-    if getattr(e, "name", None) != "bench.oracle_head":
+    if getattr(e, "name", None) != "diagnostics.oracle_head":
         raise
     TokenClassOracleRule = None
 
     def critical_mask(tokenizer: Any, vocab_size: int, critical: str = "digits") -> torch.Tensor:
         if critical != "digits":
-            raise ValueError("without bench/oracle_head.py only --critical digits is available")
+            raise ValueError("without diagnostics/oracle_head.py only --critical digits is available")
         n = min(len(tokenizer), vocab_size)
         texts = tokenizer.batch_decode([[i] for i in range(n)], skip_special_tokens=True)
         mask = torch.zeros(vocab_size, dtype=torch.bool)
@@ -86,7 +86,7 @@ except ImportError as e:  # the oracle script is optional (only its absence: a b
 
 def oracle_w(scores: RoundScores, critical: torch.Tensor, w0: float, threshold: float = 0.05) -> torch.Tensor:
     """The token-class oracle's w [B, γ+1] on a round's scores: 1 where p or q puts more than `threshold` of its
-    mass on a critical token, w0 elsewhere (bench/oracle_head.py's rule when present)."""
+    mass on a critical token, w0 elsewhere (diagnostics/oracle_head.py's rule when present)."""
     if TokenClassOracleRule is not None:
         return TokenClassOracleRule(critical, w0, threshold)(scores)[1]
     p, q = scores.p, scores.q.to(scores.p.dtype)
@@ -306,7 +306,7 @@ def report(cfg: Any, heads: list[str], out_dir: Path, *, critical: str = "digits
         "task": task.name, "data_label": examples.label, "num_prompts": len(prompts), "seed": int(cfg.seed),
         "temperature": float(cfg.temperature), "gamma": gamma, "max_new_tokens": max_new, "model": models.names(),
         "oracle": {"critical": critical, "w0": w0, "threshold": threshold,
-                   "source": "bench/oracle_head.py" if TokenClassOracleRule is not None else "bench/head_report.py"},
+                   "source": "diagnostics/oracle_head.py" if TokenClassOracleRule is not None else "diagnostics/head_report.py"},
         "title": f"{task.name}: where the head puts its weight ({len(prompts)} {examples.label} prompts, "
                  f"T={float(cfg.temperature):g})",
         "heads": [],

@@ -1,9 +1,9 @@
 """Token-class oracle: an upper-bound diagnostic for a verification head, next to standard SD and static ensembles.
 
-    python bench/oracle_head.py [OVERRIDES...] [--critical digits|digits+ops|REGEX] [--threshold 0.05]
+    python diagnostics/oracle_head.py [OVERRIDES...] [--critical digits|digits+ops|REGEX] [--threshold 0.05]
                                 [--w0 0.8,0.5,0.0] [--static 0.95,0.9,0.8,0.7,0.5,0.0] [--out DIR]
-    python bench/oracle_head.py task=gsm8k eval.num_samples=200 seed=1            # the embedded trio
-    python bench/oracle_head.py model=qwen25coder_15b_05b task=mbpp eval.num_samples=24 eval.max_new_tokens=384
+    python diagnostics/oracle_head.py task=gsm8k eval.num_samples=200 seed=1            # the embedded trio
+    python diagnostics/oracle_head.py model=qwen25coder_15b_05b task=mbpp eval.num_samples=24 eval.max_new_tokens=384
 
 The oracle knows which tokens matter: w = 1 (verify against the target) wherever the target p or the proposal
 q puts more than `--threshold` of its mass on a *critical* token class, a fixed w0 elsewhere, and

@@ -1,6 +1,6 @@
 """Quality bars of the embedded trio (issue 4), measured with the real engine on held-out synthetic data.
 
-    python bench/trio_quality.py [--dir DIR] [--n-gsm8k 200] [--n-sd 48] [--seed 0] [--gamma 4]
+    python diagnostics/trio_quality.py [--dir DIR] [--n-gsm8k 200] [--n-sd 48] [--seed 0] [--gamma 4]
 
 - greedy GSM8K accuracy (rewards.score) of target, draft and amateur on held-out synthetic problems, and the
   draft's as a fraction of the target's;

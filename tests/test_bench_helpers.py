@@ -35,7 +35,7 @@ def test_model_config_paths_of_the_real_pair():
 
 def test_trio_quality_cuts_completions_at_the_task_stop_as_evaluation_does(micro_trio):
     """A greedy completion that runs on into an invented next question is scored on its own answer only."""
-    from bench.trio_quality import decode
+    from diagnostics.trio_quality import decode
     from rewards import score
 
     _, tok = load_model(micro_trio / "target")
@@ -46,10 +46,10 @@ def test_trio_quality_cuts_completions_at_the_task_stop_as_evaluation_does(micro
 
 
 def test_a_constant_head_outputs_its_w_everywhere(micro_trio, tmp_path):
-    """bench/const_head.py: the measuring stick of the TV-profile comparison decodes with w = its constant."""
+    """diagnostics/const_head.py: the measuring stick of the TV-profile comparison decodes with w = its constant."""
     import torch
 
-    from bench.const_head import constant_head
+    from diagnostics.const_head import constant_head
     from heads import load_head
 
     out = constant_head(str(micro_trio / "target"), str(micro_trio / "draft"), tmp_path / "head", 0.999)

@@ -1,6 +1,6 @@
 """The embedded trio builder: tokenizer, layout, manifest, determinism, resume, ensure_embedded, configs.
 
-Only the micro trio is built here (seconds); the full build is exercised by bench/trio_quality.py.
+Only the micro trio is built here (seconds); the full build is exercised by diagnostics/trio_quality.py.
 """
 
 import json

@@ -1,8 +1,8 @@
-"""bench/fork_gaps.py: out-of-fold predictability of the fork gap from the head's inputs."""
+"""diagnostics/fork_gaps.py: out-of-fold predictability of the fork gap from the head's inputs."""
 
 import torch
 
-from bench.fork_gaps import analyse, out_of_fold, ridge_fit, ridge_predict
+from diagnostics.fork_gaps import analyse, out_of_fold, ridge_fit, ridge_predict
 
 
 def _forks(n: int, seed: int, signal: bool) -> dict[str, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""bench/head_report.py: token classes (char-level and BPE), the oracle's w, and the report's structure on the micro
+"""diagnostics/head_report.py: token classes (char-level and BPE), the oracle's w, and the report's structure on the micro
 trio with a freshly initialised head (constant w = init_w, so every class's mean w is init_w)."""
 
 import json
@@ -7,7 +7,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from bench.head_report import CLASSES, main, oracle_w, report, token_class, vocab_classes
+from diagnostics.head_report import CLASSES, main, oracle_w, report, token_class, vocab_classes
 from specdec.targets import RoundScores
 
 INIT_W = 0.7

@@ -15,10 +15,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("specdec", "heads", "data", "rewards", "train", "eval", "bench", "tests")
+PACKAGES = ("specdec", "heads", "data", "rewards", "train", "eval", "bench", "diagnostics", "tests")
 # What the shipped engine may not import (at module level or inside functions): the jobs and the project's data,
 # and the packages built on top of it (heads re-exports specdec.head; rewards scores text).
-ENGINE_FORBIDDEN = ("eval", "train", "data", "bench", "heads", "rewards", "tests")
+ENGINE_FORBIDDEN = ("eval", "train", "data", "bench", "diagnostics", "heads", "rewards", "tests")
 
 
 def module_name(path: Path) -> str:

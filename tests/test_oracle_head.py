@@ -1,4 +1,4 @@
-"""bench/oracle_head.py: the token-class oracle rule and the critical-class mask."""
+"""diagnostics/oracle_head.py: the token-class oracle rule and the critical-class mask."""
 
 import importlib.util
 from pathlib import Path
@@ -10,7 +10,7 @@ from data.tokenizer import build_tokenizer
 from specdec.targets import RoundScores
 
 _spec = importlib.util.spec_from_file_location(
-    "oracle_head", Path(__file__).resolve().parents[1] / "bench" / "oracle_head.py")
+    "oracle_head", Path(__file__).resolve().parents[1] / "diagnostics" / "oracle_head.py")
 oracle = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(oracle)
 

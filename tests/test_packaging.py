@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ("specdec-decode", "specdec-train", "specdec-eval", "specdec-build-models")
-GENERIC = {"data", "eval", "train", "bench", "rewards", "conf", "tests", "artifacts"}
+GENERIC = {"data", "eval", "train", "bench", "diagnostics", "rewards", "conf", "tests", "artifacts"}
 TOOLING = {"pip", "setuptools", "pkg_resources", "_distutils_hack", "__pycache__"}
 
 
@@ -81,7 +81,7 @@ def test_a_wheel_installs_no_generic_top_level_package_and_every_console_script_
     # outside the checkout, with the installed package only: no generic name is importable, the jobs are found
     # in the installed tree, and a run keeps its trio out of site-packages
     probe = _run([py, "-c", "import importlib.util as u, specdec, specdec.jobs as j, os; "
-                  "print([n for n in ('data', 'train', 'eval', 'bench', 'rewards') if u.find_spec(n)]); "
+                  "print([n for n in ('data', 'train', 'eval', 'bench', 'diagnostics', 'rewards') if u.find_spec(n)]); "
                   "print(specdec.__file__); print(j.job_root()); j.installed_defaults(); "
                   "print(os.environ['SPECDEC_MODELS_DIR'])"], cwd=tmp_path, env=env)
     assert probe.returncode == 0, probe.stderr[-3000:]

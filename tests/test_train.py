@@ -307,8 +307,8 @@ def test_critic_advantage_trains_and_resumes_exactly(micro_trio, gsm8k_run, tmp_
     for ra, rb in zip(rows, metrics(killed)):
         for k in ra.keys() - TIMING_KEYS - {"time_forks"}:
             assert ra[k] == rb[k], (ra["step"], k, ra[k], rb[k])
-    # bench/fork_gaps.py reads the forks the newest checkpoint keeps: the head's inputs and the gaps, one per fork
-    from bench.fork_gaps import load_forks
+    # diagnostics/fork_gaps.py reads the forks the newest checkpoint keeps: the head's inputs and the gaps, one per fork
+    from diagnostics.fork_gaps import load_forks
 
     d = load_forks(full)
     # a gap is a difference of two returns: task reward in [0, 1] plus lambda (0.1) times a mean acceptance

@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 $PY eval/frontier.py task=gsm8k seed=1 eval.num_samples=$N eval.progress=false out_dir=$OUT/frontier_base resume=true \
   'frontier.grid=[0.0,0.25,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd,ar_target,lossy,cascade]' \
   > $OUT/frontier_base.log 2>&1 &
-$PY bench/advantages.py --task gsm8k --lam 0.1 --budget $BUDGET --eval-n $N --eval-seed 1 --out $OUT/adv \
+$PY diagnostics/advantages.py --task gsm8k --lam 0.1 --budget $BUDGET --eval-n $N --eval-seed 1 --out $OUT/adv \
   --variants critic_greedy returns forks_greedy > $OUT/adv.log 2>&1
 wait
 
@@ -23,7 +23,7 @@ wait
   && $PY eval/run.py task=gsm8k method=autojudge head=$OUT/autojudge/head seed=1 eval.num_samples=$N \
        out_dir=$OUT/autojudge_eval resume=true eval.progress=false > $OUT/autojudge.log 2>&1 &
 for lam in ${LAMS:-0.3}; do
-  $PY bench/advantages.py --task gsm8k --lam $lam --budget $BUDGET --eval-n $N --eval-seed 1 --out $OUT/adv \
+  $PY diagnostics/advantages.py --task gsm8k --lam $lam --budget $BUDGET --eval-n $N --eval-seed 1 --out $OUT/adv \
     --variants ${VARIANT:-critic_greedy} >> $OUT/adv.log 2>&1
 done
 wait

@@ -40,7 +40,7 @@ cd $O/gsm8k/frontier && for d in 'diversed(λ=0.1)@'*; do
 done; cd - > /dev/null
 $PY eval/pool.py $O/gsm8k/frontier --ref 'diversed(λ=0.1)' --plot docs/results/lambda01/gsm8k_pool.png
 # where the default head puts its weight
-$PY bench/head_report.py task=gsm8k head=$H/init05_lam0.1/head --n 60 seed=1 --out $O/gsm8k/head_report
+$PY diagnostics/head_report.py task=gsm8k head=$H/init05_lam0.1/head --n 60 seed=1 --out $O/gsm8k/head_report
 # MBPP and CNN/DM: the user's lambda = 0.1 on each, against SD and the static line
 train mbpp_lam0.1 mbpp 0.1 0.5 0 task.reward_opts.max_workers=1
 train cnndm_lam0.1 cnndm 0.1 0.5 0
@@ -58,10 +58,10 @@ $PY eval/frontier.py task=gsm8k task.data.seed=2 seed=3 eval.num_samples=300 eva
 $PY eval/pool.py $O/gsm8k_set2/frontier --ref 'diversed(λ=0.1)'
 $PY eval/pool.py $O/gsm8k/frontier $O/gsm8k_set2/frontier --ref 'diversed(λ=0.1)' --plot docs/results/lambda01/gsm8k_pooled.png
 # calibration rows (docs/results/calibration.md): the digit oracle, and where the draft disagrees along SD
-$PY bench/oracle_head.py task=gsm8k eval.num_samples=300 seed=1 eval.batch_size=50 --static 0.95 --w0 0.8,0.5,0.0 \
+$PY diagnostics/oracle_head.py task=gsm8k eval.num_samples=300 seed=1 eval.batch_size=50 --static 0.95 --w0 0.8,0.5,0.0 \
   --out $O/oracle_gsm8k
-$PY bench/const_head.py artifacts/models/tiny/target artifacts/models/tiny/draft runs/const_heads/tiny_default
-$PY bench/head_report.py task=gsm8k head=runs/const_heads/tiny_default --n 60 seed=1 --out runs/tv_profile/tiny_default
+$PY diagnostics/const_head.py artifacts/models/tiny/target artifacts/models/tiny/draft runs/const_heads/tiny_default
+$PY diagnostics/head_report.py task=gsm8k head=runs/const_heads/tiny_default --n 60 seed=1 --out runs/tv_profile/tiny_default
 for m in ar_target ar_draft; do   # greedy accuracy (issue 4's target bar)
   $PY eval/run.py task=gsm8k method=$m temperature=0 seed=1 eval.num_samples=200 eval.progress=false out_dir=$O/greedy_$m
 done
@@ -69,7 +69,7 @@ done
 # its threshold swept (grid fixed before any ran); paired with the reported set's rows (estimators_pool.md)
 A=${A:-runs/adv05}
 mkdir -p $A/gsm8k_lam0.1/returns && ln -sfn "$PWD/$H/init05_lam0.1" $A/gsm8k_lam0.1/returns/train  # the default run
-$PY bench/advantages.py --task gsm8k --lam 0.1 --budget 809253 --eval-n 300 --eval-seed 1 --out $A \
+$PY diagnostics/advantages.py --task gsm8k --lam 0.1 --budget 809253 --eval-n 300 --eval-seed 1 --out $A \
   --variants returns forks_policy critic_policy forks_greedy critic_greedy
 [ -f $A/autojudge/head/config.json ] || $PY train/autojudge.py task=gsm8k mine.prompts=400 hydra.run.dir=$A/autojudge
 $PY eval/run.py task=gsm8k method=autojudge head=$A/autojudge/head seed=1 eval.num_samples=300 eval.progress=false \

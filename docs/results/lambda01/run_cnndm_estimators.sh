@@ -7,7 +7,7 @@
 #
 # Plan, fixed 2026-12-04 before any result of it (committed with this script):
 #   1. the default run on CNN/DM (returns, 200 steps); its decoded tokens are the budget of the other two;
-#   2. forks_policy and critic_policy at that budget (bench/advantages.py, one process per core);
+#   2. forks_policy and critic_policy at that budget (diagnostics/advantages.py, one process per core);
 #   3. 300 held-out CNN/DM prompts (synthetic test split, data seed 0), decoding seed 1, T = 1, gamma = 4: sd, the
 #      static grid w = 0, 0.5, 0.7, 0.85, 0.95, and the three heads, paired by eval/pool.py;
 #   4. only if a head meets a bar on that set: the same rows for it, sd and the statics on a second disjoint set
@@ -22,7 +22,7 @@ A=${A:-runs/adv_cnndm}
 O=${O:-runs/report_cnndm}
 $PY -m data.build_models --threads 2   # the default trio (~15 min; resumable)
 
-# 1. the default run on CNN/DM, seen by bench/advantages.py as its returns variant
+# 1. the default run on CNN/DM, seen by diagnostics/advantages.py as its returns variant
 R=$A/cnndm_lam0.1/returns/train
 [ -f $R/head/config.json ] || $PY train/run.py task=cnndm lambda=0.1 seed=0 logger=disabled progress=false \
   hydra.run.dir=$R $([ -e $R/checkpoints/latest ] && echo resume=true)
@@ -32,7 +32,7 @@ echo "budget: $BUDGET decoded tokens"
 
 # 2 + 3. one process per core: the statics and then the returns head's evaluation on one, the two estimators
 # (train, then evaluate) on the other; last, the summary table of the three
-adv() { $PY bench/advantages.py --task cnndm --lam 0.1 --budget "$BUDGET" --eval-n 300 --eval-seed 1 --out $A "$@"; }
+adv() { $PY diagnostics/advantages.py --task cnndm --lam 0.1 --budget "$BUDGET" --eval-n 300 --eval-seed 1 --out $A "$@"; }
 mkdir -p $O
 ( $PY eval/frontier.py task=cnndm seed=1 eval.num_samples=300 eval.progress=false resume=true \
     out_dir=$O/frontier 'frontier.grid=[0.0,0.5,0.7,0.85,0.95]' 'frontier.baselines=[sd]'
@@ -44,7 +44,7 @@ wait $c1; wait $c2
 adv --variants returns forks_policy critic_policy
 
 # 5. Added 2026-12-04 16:48 UTC, after steps 1-3 and the fork-gap diagnostic of the critic run's own training forks
-# (bench/fork_gaps.py: the 5 pair features predict the gap a little out of fold, top - bottom quintile +0.026 +- 0.014;
+# (diagnostics/fork_gaps.py: the 5 pair features predict the gap a little out of fold, top - bottom quintile +0.026 +- 0.014;
 # the head's 197 inputs predict nothing, R^2 < 0), before any result of this step: the same critic estimator with a
 # features-only head (and so a features-only critic), same budget. Evaluated on the reported set (3) and, fixed now,
 # on a second disjoint set (data seed 2, decoding seed 3) with sd, the static grid and the step-1 head.
@@ -71,12 +71,12 @@ $PY eval/pool.py $A/pool1 --ref 'diversed(λ=0.1, returns)' --plot $D/set1_pool.
 $PY eval/pool.py $A/pool2 --ref 'diversed(λ=0.1, returns)' > $D/set2_pool.md
 $PY eval/pool.py $A/pool1 $A/pool2 --ref 'diversed(λ=0.1, returns)' --plot $D/pooled.png > $D/pooled.md
 $PY eval/pool.py $A/pool1 $A/pool2 --ref 'diversed(λ=0.1, critic policy, features-only)' > $D/pooled_features_head.md
-$PY bench/fork_gaps.py $A/cnndm_lam0.1/critic_policy/train --out runs/diag/cnndm_fork_gaps
+$PY diagnostics/fork_gaps.py $A/cnndm_lam0.1/critic_policy/train --out runs/diag/cnndm_fork_gaps
 cp runs/diag/cnndm_fork_gaps/fork_gaps.md $D/fork_gaps_cnndm.md
 [ -f runs/diag/gsm8k_critic/head/config.json ] || $PY train/run.py task=gsm8k lambda=0.1 algo.advantage=critic \
   algo.forks.continuation=policy train.steps=100000 train.max_decoded_tokens="$BUDGET" hydra.run.dir=runs/diag/gsm8k_critic \
   progress=false $([ -e runs/diag/gsm8k_critic/checkpoints/latest ] && echo resume=true)
-$PY bench/fork_gaps.py runs/diag/gsm8k_critic --out runs/diag/gsm8k_fork_gaps
+$PY diagnostics/fork_gaps.py runs/diag/gsm8k_critic --out runs/diag/gsm8k_fork_gaps
 cp runs/diag/gsm8k_fork_gaps/fork_gaps.md $D/fork_gaps_gsm8k.md
 
 # 6. Added 2026-12-04 17:20 UTC, after every result above, before its own: a second training seed of the user's

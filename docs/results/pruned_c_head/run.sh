@@ -15,10 +15,10 @@ if [ ! -f "$DIR/draft/DONE" ]; then
   $PY -m data.build_models --recipe pruned --draft-steps 1500 --draft-style c --out "$DIR" --threads 1
 fi
 # 1. measured before any head: where the draft disagrees, and the static grid (200 prompts)
-$PY bench/const_head.py $DIR/target $DIR/draft runs/const_heads/tiny_pruned1500c
-$PY bench/head_report.py task=gsm8k model.dir=$DIR head=runs/const_heads/tiny_pruned1500c --n 60 seed=1 \
+$PY diagnostics/const_head.py $DIR/target $DIR/draft runs/const_heads/tiny_pruned1500c
+$PY diagnostics/head_report.py task=gsm8k model.dir=$DIR head=runs/const_heads/tiny_pruned1500c --n 60 seed=1 \
   --out runs/tv_profile/tiny_pruned1500c
-$PY bench/oracle_head.py task=gsm8k model.dir=$DIR eval.num_samples=200 eval.batch_size=50 seed=1 \
+$PY diagnostics/oracle_head.py task=gsm8k model.dir=$DIR eval.num_samples=200 eval.batch_size=50 seed=1 \
   --static 0.95,0.85,0.7,0.5,0.0 --w0 0.5 --out runs/cand/tiny_pruned1500c/oracle
 # 2. GSM8K: the static line and sd on 300 held-out prompts; heads at lambda 3 (two training seeds), 10 and 0.1
 $PY eval/frontier.py task=gsm8k model.dir=$DIR seed=1 eval.num_samples=300 eval.progress=false resume=true \

@@ -21,5 +21,5 @@ run 'frontier.baselines=[ar_target,lossy,cascade]' 'frontier.grid=[]'
 # The digit oracle of issue 10 section 2 at one w0 (session 11; 638 s of decoding on 2 threads); its table is
 # docs/results/real/gsm8k/baselines/oracle.md.
 # The same settings as the frontier (COMMON; the oracle writes under --out and ignores out_dir).
-nice -n 5 .venv/bin/python bench/oracle_head.py "${COMMON[@]}" --no-sd --static '' --w0 0.5 \
+nice -n 5 .venv/bin/python diagnostics/oracle_head.py "${COMMON[@]}" --no-sd --static '' --w0 0.5 \
     --out runs/real/gsm8k_oracle_n${N}_m${MAX_NEW}

@@ -64,7 +64,7 @@ $PY eval/pool.py runs/real/gsm8k_t1_n16_m320 runs/real/gsm8k_t1_n16_m320_d7s1 ru
   runs/real/gsm8k_t1_n16_m320_d18s3 --plot $D/pool.png > $D/pool.md
 $PY train/plot_metrics.py $RUN --out $D/training_curves.png
 # where the head puts its weight (set 1's rows and seed; 898 s): w by the class of the drafted token and TV decile
-nice -n 2 $PY bench/head_report.py model=qwen25coder_15b_05b task=gsm8k data.path=../shared/data/gsm8k/test.jsonl \
+nice -n 2 $PY diagnostics/head_report.py model=qwen25coder_15b_05b task=gsm8k data.path=../shared/data/gsm8k/test.jsonl \
   head=$RUN/head --n 16 eval.max_new_tokens=320 eval.batch_size=8 seed=0 temperature=1.0 num_threads=2 \
   --out runs/real/head_report_gsm8k
 cp runs/real/head_report_gsm8k/head_report.{md,png} $D/
