@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import platform
 import shutil
@@ -53,6 +54,7 @@ from specdec.loading import (
     trio_is_built,
 )
 
+log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # The engine knows where the embedded trio lives (specdec.loading: the API and the CLI use a built one); building it
 # is this module's job, registered with the engine at the bottom of this file.
@@ -218,7 +220,7 @@ def _set_aside(out: Path, name: str, why: str) -> None:
     dest = out / "replaced" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(out / name, dest)
-    print(f"[build_models] {out / name}: {why}; moved to {dest} and rebuilding", flush=True)
+    log.warning(f"[build_models] {out / name}: {why}; moved to {dest} and rebuilding")
 
 
 def train_model(
@@ -443,14 +445,15 @@ def ensure_embedded(dir: str | Path | None = None, seed: int = 0) -> Path:
     models rebuilt, the old ones kept under replaced/); a trio elsewhere is used as it is."""
     out = resolve_dir(dir)
     if not is_built(out):
-        print(f"[specdec] embedded model trio not found in {out}: building it now with `python -m "
-              f"data.build_models` (synthetic data, ~12 min on 2 CPU cores, resumable; {usable_cores()} "
-              f"threads)", flush=True)
+        # a warning: shown even where nobody configured logging (a 12-minute wait must not be silent)
+        log.warning(f"[specdec] embedded model trio not found in {out}: building it now with `python -m "
+                    f"data.build_models` (synthetic data, ~12 min on 2 CPU cores, resumable; {usable_cores()} "
+                    f"threads)")
         with all_cores():
             build(out, seed=seed)
     elif out == resolve_dir(DEFAULT_DIR) and not built_by(out, DEFAULT):
-        print(f"[specdec] the trio in {out} was built by another recipe than the current default: rebuilding the "
-              f"models that differ (the old ones move to {out / 'replaced'})", flush=True)
+        log.warning(f"[specdec] the trio in {out} was built by another recipe than the current default: "
+                    f"rebuilding the models that differ (the old ones move to {out / 'replaced'})")
         with all_cores():
             build(out, seed=seed)
     return out
@@ -498,6 +501,7 @@ def main() -> None:
                     help="override the wording style of the draft's corpus (data/synthetic.py)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = MICRO if args.micro else RECIPES[args.recipe]

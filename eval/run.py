@@ -13,6 +13,7 @@ A static sweep writes one such directory per w under the run directory plus a su
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sys
@@ -44,6 +45,7 @@ from specdec.proposers import drafter_sha256
 from specdec.registry import MethodSpec, Models, build_method, head_task, w_str
 
 SAMPLES, BATCHES, RUN, METRICS, TABLE = "samples.jsonl", "batches.jsonl", "run.json", "metrics.json", "table.md"
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- per-row records from the engine
@@ -211,7 +213,7 @@ def run_method(
 
     prompts, cut = encode_prompts(task, rows, tok, target.max_positions, max_new + spec.gamma + 1)
     if cut:
-        print(f"[eval] {cut} prompt(s) longer than the context window were cut to their last tokens")
+        log.warning(f"[eval] {cut} prompt(s) longer than the context window were cut to their last tokens")
     groups = [ex.get("category") for ex in rows]
     repair_jsonl(out_dir / SAMPLES)
     repair_jsonl(out_dir / BATCHES)
@@ -219,7 +221,7 @@ def run_method(
     done = {s["idx"] for s in read_jsonl(out_dir / SAMPLES)}
     todo = [i for i in range(n) if i not in done]
     if done:
-        print(f"[eval] resuming {out_dir}: {len(done)} sample(s) done, {len(todo)} to go")
+        log.info(f"[eval] resuming {out_dir}: {len(done)} sample(s) done, {len(todo)} to go")
     eos = tok.eos_token_id
     stops = tuple(task.stop)
     stop = stop_on_match(chat_stop, tok)
@@ -295,7 +297,7 @@ def drop_partial_batches(out_dir: Path) -> None:
     count = Counter(s.get("batch") for s in samples)
     partial = {k for k, c in count.items() if k is not None and k in sizes and c < sizes[k]}
     if partial:
-        print(f"[eval] {out_dir}: batch(es) starting at {sorted(partial)} were cut mid-write; they run again")
+        log.warning(f"[eval] {out_dir}: batch(es) starting at {sorted(partial)} were cut mid-write; they run again")
         rewrite_jsonl(out_dir / SAMPLES, [s for s in samples if s.get("batch") not in partial])
 
 
@@ -360,11 +362,11 @@ def evaluate(cfg: DictConfig, out_dir: str | Path | None = None, models: Models 
             results.append(run_method(c, spec, models, task, examples, out_dir / f"w={w_str(float(w))}"))
         table = markdown_table(results)
         (out_dir / TABLE).write_text(table + "\n")
-        print(table)
+        log.info("[eval] results (%s):\n%s", out_dir / TABLE, table)
         return results
     spec = build_method(cfg.method.name, models, cfg)
     m = run_method(cfg, spec, models, task, examples, out_dir)
-    print((out_dir / TABLE).read_text())
+    log.info("[eval] results (%s):\n%s", out_dir / TABLE, (out_dir / TABLE).read_text().rstrip())
     return [m]
 
 

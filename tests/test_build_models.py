@@ -103,7 +103,7 @@ def test_default_recipe_is_the_style_c_pruned_draft_beside_the_same_target():
     assert bm.RECIPES["default"] is d and bm.build.__defaults__[2] is d
 
 
-def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys, monkeypatch):
+def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, caplog, monkeypatch):
     """A DONE model or a checkpoint trained under other settings is never returned or resumed into: it moves to
     replaced/ (kept, not deleted) and the model is trained afresh under the requested recipe."""
     pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
@@ -112,7 +112,7 @@ def test_a_model_of_another_recipe_is_set_aside_and_rebuilt(tmp_path, capsys, mo
     assert bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path, 0, ckpt_every=100, progress=False) == first
     other = replace(tr, lr=tr.lr / 2)
     rec = bm.train_model("target", bm.MICRO.target, other, pools, tmp_path, 0, ckpt_every=100, progress=False)
-    assert rec["train"]["lr"] == other.lr and "another recipe" in capsys.readouterr().out
+    assert rec["train"]["lr"] == other.lr and "another recipe" in caplog.text
     (kept,) = (tmp_path / "replaced").iterdir()
     assert json.loads((kept / "DONE").read_text())["train"]["lr"] == tr.lr
 
@@ -240,7 +240,7 @@ def test_interrupted_training_resumes_to_the_same_weights(tmp_path, monkeypatch)
         assert not (tmp_path / run / "target.ckpt").exists() and not (tmp_path / run / "target.ckpt.pt").exists()
 
 
-def test_a_checkpoint_that_fails_its_sha256_is_set_aside_not_resumed(tmp_path, monkeypatch, capsys):
+def test_a_checkpoint_that_fails_its_sha256_is_set_aside_not_resumed(tmp_path, monkeypatch, caplog):
     pools = {t: bm.encode_examples(t, bm._rows(t, 32, 0, bm.MICRO.gsm8k_knobs)) for t in bm.TASK_MIX}
     tr = replace(bm.MICRO.train_target, steps=4)
     real_lr = bm.lr_at
@@ -252,7 +252,7 @@ def test_a_checkpoint_that_fails_its_sha256_is_set_aside_not_resumed(tmp_path, m
     state = tmp_path / "cut" / "target.ckpt" / "step000002" / "state.pt"
     state.write_bytes(state.read_bytes()[:-1] + b"x")  # same size, other bytes
     bm.train_model("target", bm.MICRO.target, tr, pools, tmp_path / "cut", 0, ckpt_every=2, progress=False)
-    out = capsys.readouterr().out
+    out = caplog.text
     assert "unusable checkpoint" in out and "state.pt does not match its sha256" in out
     (kept,) = (tmp_path / "cut" / "replaced").iterdir()  # kept for inspection, never deleted
     assert kept.name.startswith("target.ckpt-") and (kept / "step000002" / "state.pt").exists()
@@ -261,19 +261,20 @@ def test_a_checkpoint_that_fails_its_sha256_is_set_aside_not_resumed(tmp_path, m
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
-def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypatch, capsys):
+def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypatch, caplog):
     calls = []
     monkeypatch.setattr(bm, "build", lambda out, seed=0: calls.append(out) or out)
     assert bm.ensure_embedded(micro_trio) == micro_trio and not calls
-    assert capsys.readouterr().out == ""
+    assert caplog.text == ""
     missing = tmp_path / "nowhere"
     assert bm.ensure_embedded(missing) == missing and calls == [missing]
-    assert "building it now" in capsys.readouterr().out
+    assert "building it now" in caplog.text
+    caplog.clear()
     # the default directory is brought up to the default recipe; a trio elsewhere is used as it is
     calls.clear()
     monkeypatch.setattr(bm, "DEFAULT_DIR", micro_trio)
     assert bm.ensure_embedded(micro_trio) == micro_trio and calls == [micro_trio]
-    assert "another recipe" in capsys.readouterr().out
+    assert "another recipe" in caplog.text
     monkeypatch.setattr(bm, "built_by", lambda out, recipe: recipe is bm.DEFAULT)
     calls.clear()
     assert bm.ensure_embedded(micro_trio) == micro_trio and not calls
@@ -287,7 +288,7 @@ def test_ensure_embedded_builds_only_when_missing(micro_trio, tmp_path, monkeypa
 
 
 def test_a_build_on_first_use_runs_on_every_core_and_restores_the_callers_threads(micro_trio, tmp_path,
-                                                                                  monkeypatch, capsys):
+                                                                                  monkeypatch, caplog):
     """ensure_embedded builds with torch on every usable core (a job may run thread-limited: OMP_NUM_THREADS=1
     made `make run` build the target on one of two cores, ~20 min instead of ~9), then gives the caller its
     own setting back, also when the build fails. No real build: `build` is replaced by a probe."""
@@ -299,7 +300,7 @@ def test_a_build_on_first_use_runs_on_every_core_and_restores_the_callers_thread
         torch.set_num_threads(1)
         bm.ensure_embedded(tmp_path / "missing")
         assert seen == [3] and torch.get_num_threads() == 1
-        assert "3 threads" in capsys.readouterr().out
+        assert "3 threads" in caplog.text
         monkeypatch.setattr(bm, "DEFAULT_DIR", micro_trio)  # the other build path: a trio of another recipe
         bm.ensure_embedded(micro_trio)
         assert seen == [3, 3] and torch.get_num_threads() == 1

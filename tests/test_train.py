@@ -85,6 +85,15 @@ def test_smoke_gsm8k_exports_a_loadable_head(gsm8k_run, micro_trio):
     assert summary["head"] == str(run_dir / "head") and summary["steps"] == 3
 
 
+def test_the_run_directory_holds_what_the_run_said(gsm8k_run):
+    """Hydra's run.log (the job's log file) records the run's messages, which also reach the console."""
+    run_dir, p = gsm8k_run
+    log = (run_dir / "run.log").read_text()
+    said = f"[train] exported head: {run_dir / 'head'}"
+    assert said in log and "[train] headline" in log and "[INFO]" in log
+    assert said in p.stdout
+
+
 def test_exporting_the_last_checkpoint_reproduces_the_trainers_export(gsm8k_run, tmp_path):
     """train/export_checkpoint.py: same weights and the same load-time metadata as the head train/run.py exported."""
     from train.export_checkpoint import export_checkpoint

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import random
 import sys
 import time
@@ -38,6 +39,7 @@ from tqdm.auto import tqdm
 from specdec.io import atomic_torch_save
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
@@ -232,14 +234,14 @@ def main(cfg: DictConfig) -> None:
         data = torch.load(mined, weights_only=False)
         old = data.get("signature")
         if old is None:
-            print(f"[autojudge] warning: {mined} carries no signature (mined by an older version): reusing it as is")
+            log.warning(f"[autojudge] {mined} carries no signature (mined by an older version): reusing it as is")
         elif old != signature:
             diff = sorted(k for k in signature.keys() | old.keys() if old.get(k) != signature.get(k))
             raise ValueError(f"{mined} was mined with other settings ({', '.join(diff)} differ: "
                              f"{ {k: old.get(k) for k in diff} } vs now { {k: signature.get(k) for k in diff} }); "
                              "use another run directory, or move that file away to mine again")
         t_mine = float(data["stats"].get("seconds", 0.0))
-        print(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
+        log.info(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
     else:
         t0 = time.perf_counter()
         data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
@@ -256,7 +258,7 @@ def main(cfg: DictConfig) -> None:
                "gap_plus": int((gap > 0).sum()) if n else 0, "gap_minus": int((gap < 0).sum()) if n else 0,
                "mean_tv": float(data["tv"].mean()) if n else None, "data": ex.label}
     (run_dir / "mining.json").write_text(json.dumps(summary, indent=2))
-    print(f"[autojudge] mining: {json.dumps(summary)}")
+    log.info(f"[autojudge] mining: {json.dumps(summary)}")
     hcfg = HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
                       num_features=len(PAIR_FEATURES) if cfg.head.features else 0, arch=cfg.head.arch,
                       mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden, normalize=cfg.head.normalize,
@@ -276,12 +278,12 @@ def main(cfg: DictConfig) -> None:
     export_head(head, export, meta)
     (run_dir / "autojudge.json").write_text(json.dumps(report, indent=2))
     rec = report["heldout_recall"]
-    print(f"[autojudge] mined {data['stats']['forks']} mismatches ({report['important_share']:.1%} important) from "
+    log.info(f"[autojudge] mined {data['stats']['forks']} mismatches ({report['important_share']:.1%} important) from "
           f"{len(prompts)} prompts in {t_mine:.0f}s; threshold {report['threshold']:.3f} keeps "
           + (f"{rec:.1%} of held-out important ones" if rec is not None else
              "- (no important mismatch among the held-out ones: tau = 1 accepts every mismatch; mine more prompts)")
           + f", flags {report['heldout_flagged']:.1%}")
-    print(f"[autojudge] exported head: {export}")
+    log.info(f"[autojudge] exported head: {export}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ Export: <run dir>/drafter (drafter.safetensors + config.json with the target's i
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import sys
@@ -45,6 +46,8 @@ from specdec.feature_drafter import (
     unrolled_loss,
 )
 from specdec.io import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- data
@@ -273,10 +276,10 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     ckpt_root = run_dir / "checkpoints"
     start = load_checkpoint(ckpt_root, net, opt, fingerprint) if cfg.resume else 0
     if cfg.resume:
-        print(f"[drafter] resumed at step {start}" if start else f"[drafter] no checkpoint under {ckpt_root}: "
+        log.info(f"[drafter] resumed at step {start}" if start else f"[drafter] no checkpoint under {ckpt_root}: "
               "starting from step 0")
     for moved in ckpt.set_aside_later(ckpt_root, start):  # an earlier run's later checkpoints: kept, never pruned
-        print(f"[drafter] {moved.name}: from an earlier run in this directory; moved to {moved}")
+        log.info(f"[drafter] {moved.name}: from an earlier run in this directory; moved to {moved}")
     metrics_path = run_dir / "metrics.jsonl"
     if start:
         truncate_steps(metrics_path, start)
@@ -335,7 +338,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     summary = {"run_dir": str(run_dir), "drafter": str(export), "steps": len(hist), "final": final,
                "first": hist[0] if hist else {}}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    print(f"\n[drafter] exported {export} (last 10% of steps: loss={final.get('loss', float('nan')):.4f}, "
+    log.info(f"[drafter] exported {export} (last 10% of steps: loss={final.get('loss', float('nan')):.4f}, "
           f"top1 depth 1={final.get('top1_d1', float('nan')):.3f})")
     if wandb is not None:
         wandb.finish()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import logging
 import math
 import os
 import random
@@ -41,6 +42,8 @@ from train.reinforce import (
     policy_loss,
 )
 from train.rollout import RolloutBatch, cut_at_stop, make_rule, rollout
+
+log = logging.getLogger(__name__)
 
 # Global (all-rank) sums behind the per-step metrics, in this order.
 SUM_KEYS = ("reward", "samples", "lam_seq", "acc_tok", "tokens", "accepted", "drafted", "active_rounds", "w",
@@ -196,7 +199,7 @@ class Trainer:
         path = ckpt.resolve_resume(self.ckpt_root, cfg.resume_from)
         if path is None:
             if self.rank == 0:
-                print(f"[train] resume=true but no checkpoint under {self.ckpt_root}: starting from step 0")
+                log.warning(f"[train] resume=true but no checkpoint under {self.ckpt_root}: starting from step 0")
             return
         saved = self.run_dir / "train_config.yaml"
         if cfg.resume and not cfg.resume_from and saved.exists():
@@ -216,7 +219,7 @@ class Trainer:
         self.start_step = int(state["step"])
         if self.rank == 0:
             for moved in ckpt.set_aside_later(self.ckpt_root, self.start_step):
-                print(f"[train] {moved.name}: after the resumed step, from the trajectory this run replaces; "
+                log.info(f"[train] {moved.name}: after the resumed step, from the trajectory this run replaces; "
                       f"moved to {moved}")
         self.baseline = state.get("baseline")
         self.decoded_tokens = int(state.get("decoded_tokens", 0))
@@ -225,7 +228,7 @@ class Trainer:
             self.critic.load_state_dict(state["critic"])
         self.ref_head.load_state_dict(state["ref_head"])
         if self.rank == 0:
-            print(f"[train] resumed from {path} at step {self.start_step}")
+            log.info(f"[train] resumed from {path} at step {self.start_step}")
 
     @property
     def head(self) -> EnsembleHead:
@@ -525,11 +528,11 @@ class Trainer:
                 ckpt.save_checkpoint(self.engine, self.ckpt_root, step + 1, state, keep=int(cfg.checkpoint.keep))
             if spent:
                 if self.rank == 0:
-                    print(f"\n[train] decoded-token budget {budget} spent after step {step + 1}: stopping")
+                    log.info(f"[train] decoded-token budget {budget} spent after step {step + 1}: stopping")
                 break
             if out_of_time:
                 if self.rank == 0:
-                    print(f"\n[train] train.max_minutes={cfg.train.max_minutes} reached after step {step + 1} "
+                    log.info(f"[train] train.max_minutes={cfg.train.max_minutes} reached after step {step + 1} "
                           f"({self.train_seconds / 60:.1f} min of steps): stopping")
                 break
         bar.close()
@@ -550,10 +553,10 @@ class Trainer:
         if self.rank == 0:
             export_head(self.head, export, export_meta(cfg, self.models, self.data_label, final))
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-            print(f"\n[train] exported head: {export}")
-            print(f"[train] run dir: {self.run_dir} (metrics.jsonl, checkpoints/, summary.json)")
+            log.info(f"[train] exported head: {export}")
+            log.info(f"[train] run dir: {self.run_dir} (metrics.jsonl, checkpoints/, summary.json)")
             if final:
-                print("[train] headline (mean of last 20% of steps; first step in brackets): "
+                log.info("[train] headline (mean of last 20% of steps; first step in brackets): "
                       + ", ".join(f"{k}={final[k]:.4f} [{first[k]:.4f}]" for k in keys))
         return summary
 
