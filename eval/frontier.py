@@ -463,7 +463,7 @@ def main(cfg: DictConfig) -> None:
     paths = write_report(rows, out_dir, title)
     log.info("[frontier] %s:\n%s", paths["table"], paths["table"].read_text().rstrip())
     log.info("[frontier] wrote " + ", ".join(str(p) for p in paths.values()))
-    log_wandb(cfg, rows, {k: v for k, v in paths.items() if k != "table"})
+    log_wandb(cfg, rows, {k: v for k, v in paths.items() if k != "table"}, run_dir=out_dir)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
 import sys
 import time
 from collections import Counter
@@ -370,25 +368,13 @@ def evaluate(cfg: DictConfig, out_dir: str | Path | None = None, models: Models 
     return [m]
 
 
-def log_wandb(cfg: DictConfig, results: list[dict], images: dict[str, Path] | None = None) -> None:
-    """Metrics (and pictures) to W&B when the logger group says so (logger=wandb|online|offline)."""
-    lg = cfg.get("logger")
-    if not lg or lg.get("kind") != "wandb":
-        return
-    import wandb
+def log_wandb(cfg: DictConfig, results: list[dict], images: dict[str, Path] | None = None,
+              run_dir: str | Path | None = None) -> None:
+    """Metrics (and pictures) to W&B when the logger group says so (logger=wandb|online|offline): each method's
+    final metrics go into the run summary (train/wandb_run.py, the one W&B helper of the jobs)."""
+    from train.wandb_run import log_results
 
-    mode = os.environ.get("WANDB_MODE") or lg.get("mode", "offline")
-    if mode == "auto":
-        mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
-    run = wandb.init(project=lg.get("project", "specdec"), entity=lg.get("entity"), mode=mode, job_type="eval",
-                     config=OmegaConf.to_container(cfg, resolve=True), reinit=True)
-    for m in results:
-        flat = {f"{m['label']}/{k}": v for k, v in m.items() if isinstance(v, int | float) and not isinstance(v, bool)
-                and not (isinstance(v, float) and math.isnan(v))}
-        run.log(flat)
-    for name, path in (images or {}).items():
-        run.log({name: wandb.Image(str(path))})
-    run.finish()
+    log_results(cfg, results, images, run_dir=run_dir, job_type="eval")
 
 
 def rewrite_head_arg(argv: list[str]) -> list[str]:
@@ -402,7 +388,8 @@ def main(cfg: DictConfig) -> None:
     if cfg.get("num_threads"):
         torch.set_num_threads(int(cfg.num_threads))
     results = evaluate(cfg)
-    log_wandb(cfg, results)
+    out_dir = cfg.get("out_dir") or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir
+    log_wandb(cfg, results, run_dir=out_dir)
 
 
 if __name__ == "__main__":

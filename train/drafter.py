@@ -217,7 +217,8 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
     from specdec.models import encode_prompt, resolve_device
-    from train.trainer import batch_indices, make_wandb, resume_config_diff
+    from train import wandb_run
+    from train.trainer import batch_indices, resume_config_diff
 
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
@@ -286,7 +287,8 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     elif metrics_path.exists():
         metrics_path.unlink()
     OmegaConf.save(cfg, run_dir / "drafter_config.yaml", resolve=True)
-    wandb = make_wandb(cfg, run_dir, f"drafter-{cfg.task.name}-s{cfg.seed}")
+    wandb = wandb_run.start_run(cfg, name=f"drafter-{cfg.task.name}-s{cfg.seed}", run_dir=run_dir,
+                                job_type="drafter", tags=[cfg.task.name])
 
     head_w, head_b = head_weights(net, model)
     head_w = head_w.detach().float()
@@ -314,8 +316,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
                **{f"kl_d{d + 1}": v for d, v in enumerate(st["kl"])},
                **{f"top1_d{d + 1}": v for d, v in enumerate(st["top1"])}}
         append_jsonl(metrics_path, [rec])
-        if wandb is not None:
-            wandb.log(rec, step=rec["step"])
+        wandb_run.log_step(wandb, rec, step=rec["step"])
         bar.set_postfix(loss=f"{rec['loss']:.3f}", top1=f"{st['top1'][0]:.3f}", refresh=False)
         bar.update(1)
         every = int(cfg.checkpoint.every)
@@ -323,6 +324,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
             save_checkpoint(ckpt_root, step + 1, net, opt, int(cfg.checkpoint.keep), fingerprint)
         if cfg.get("stop_at_step") is not None and step + 1 >= int(cfg.stop_at_step):
             bar.close()
+            wandb_run.finish(wandb)
             return {"run_dir": str(run_dir), "stopped_at": step + 1}  # as a kill would: no export
     bar.close()
 
@@ -340,8 +342,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     log.info(f"[drafter] exported {export} (last 10% of steps: loss={final.get('loss', float('nan')):.4f}, "
           f"top1 depth 1={final.get('top1_d1', float('nan')):.3f})")
-    if wandb is not None:
-        wandb.finish()
+    wandb_run.finish(wandb, {"final": final, "steps": len(hist)})
     return summary
 
 

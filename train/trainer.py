@@ -28,6 +28,7 @@ from specdec.loading import Models
 from specdec.models import encode_prompt, fingerprint_changes
 from specdec.targets import PAIR_FEATURES
 from train import checkpoint as ckpt
+from train import wandb_run
 from train.forks import ForkBatch, choose_fork_positions, run_forks
 from train.reinforce import (
     FLAT_REWARD_MODES,
@@ -180,11 +181,13 @@ class Trainer:
         # ---- logging (rank 0)
         self.metrics_path = run_dir / "metrics.jsonl"
         self.wandb = None
+        self.wandb_summary: dict = {}  # final metrics: the W&B run summary at close()
         if rank == 0:
             run_dir.mkdir(parents=True, exist_ok=True)
             truncate_steps(self.metrics_path, self.start_step)
             OmegaConf.save(cfg, run_dir / "train_config.yaml", resolve=True)
-            self.wandb = make_wandb(cfg, run_dir, self.run_name())
+            self.wandb = wandb_run.start_run(cfg, name=self.run_name(), run_dir=run_dir, job_type="train",
+                                             tags=[cfg.task.name])
         self.history: list[dict] = []
 
     # ------------------------------------------------------------------ setup helpers
@@ -510,8 +513,7 @@ class Trainer:
             rec["train_seconds"] = self.train_seconds
             if self.rank == 0:
                 append_jsonl(self.metrics_path, [rec])
-                if self.wandb is not None:
-                    self.wandb.log({k: v for k, v in rec.items() if k != "reward_ranks"}, step=rec["step"])
+                wandb_run.log_step(self.wandb, rec, step=rec["step"])  # numbers only (reward_ranks is a list)
                 bar.set_postfix(R=f"{rec['task_reward']:.3f}", acc=f"{rec['acceptance_rate']:.3f}",
                                 w=f"{rec['w_mean']:.3f}", tps=f"{rec['tokens_per_s']:.0f}", refresh=False)
                 bar.update(1)
@@ -553,6 +555,8 @@ class Trainer:
         if self.rank == 0:
             export_head(self.head, export, export_meta(cfg, self.models, self.data_label, final))
             (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+            self.wandb_summary = {"final": final, "first": first, "steps": len(hist),
+                                  "decoded_tokens": self.decoded_tokens, "train_seconds": self.train_seconds}
             log.info(f"[train] exported head: {export}")
             log.info(f"[train] run dir: {self.run_dir} (metrics.jsonl, checkpoints/, summary.json)")
             if final:
@@ -561,9 +565,8 @@ class Trainer:
         return summary
 
     def close(self) -> None:
-        if self.wandb is not None:
-            self.wandb.finish()
-            self.wandb = None
+        wandb_run.finish(self.wandb, self.wandb_summary)
+        self.wandb = None
 
 
 def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict,
@@ -681,18 +684,3 @@ def _global_mean(x: torch.Tensor) -> float:
     return (s[0] / s[1].clamp_min(1)).item()
 
 
-def make_wandb(cfg: DictConfig, run_dir: Path, name: str):
-    """A W&B run, offline unless an API key is present (or WANDB_MODE says otherwise); None when disabled."""
-    lg = cfg.logger
-    if lg.kind != "wandb":
-        return None
-    mode = os.environ.get("WANDB_MODE") or lg.mode
-    if mode == "auto":
-        mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
-    if mode == "disabled":
-        return None
-    import wandb
-
-    return wandb.init(project=lg.project, entity=lg.entity, name=name, dir=str(run_dir), mode=mode,
-                      config=OmegaConf.to_container(cfg, resolve=True), tags=[cfg.task.name],
-                      settings=wandb.Settings(silent=True))
