@@ -128,3 +128,27 @@ def test_shared_sample_is_valid_json(shared_data):
     present = [p for p in ("cnn_dailymail/sample.jsonl", "xsum/sample.json") if (shared_data / p).exists()]
     assert present, "no summarisation sample in ../shared/data"
     json.loads((shared_data / present[0]).read_text().splitlines()[0])
+
+
+def test_evaluate_metric_module_loads_offline_and_equals_the_reward(monkeypatch, tmp_path):
+    """rewards/evaluate_rouge: an `evaluate` metric module kept in the repo loads with evaluate.load(<dir>) offline
+    and gives the numbers of rewards/rouge.py (the task reward) per example and as means."""
+    from pathlib import Path
+
+    import evaluate
+
+    from rewards.rouge import ROUGE_TYPES
+    from rewards.rouge import score as rouge_score
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_EVALUATE_OFFLINE", "1")
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+    preds = ["The cats were sitting on the mats.", "A storm hit the coast on Monday.", "", "Nothing in common"]
+    refs = ["The cat sat on the mat.", "Storms hit the coast on Monday night.", "Something.", "at all here"]
+    metric = evaluate.load(str(Path(__file__).resolve().parents[1] / "rewards" / "evaluate_rouge"))
+    per = metric.compute(predictions=preds, references=refs, use_aggregator=False)
+    means = metric.compute(predictions=preds, references=refs)
+    for t in ROUGE_TYPES:
+        want, _ = rouge_score(preds, refs, rouge_type=t)
+        assert per[t] == want and means[t] == pytest.approx(sum(want) / len(want))
+    assert 0 < per["rouge2"][1] < 1 and per["rouge1"][2] == 0.0
