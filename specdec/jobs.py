@@ -10,7 +10,7 @@ engine keeps no import edge to eval/train/data.
 
     specdec-train task=gsm8k lambda=0.1        == python train/run.py task=gsm8k lambda=0.1
     specdec-eval method=sd task=gsm8k          == python eval/run.py method=sd task=gsm8k
-    specdec-build-models --out DIR             == python -m data.build_models --out DIR
+    specdec-build-models --out DIR             == python data/build_models.py --out DIR
 """
 
 from __future__ import annotations
@@ -54,18 +54,16 @@ def installed_defaults() -> None:
 
 
 def run_script(job: str, argv: list[str] | None = None) -> None:
-    """Run one job as __main__ with `argv` (default: this process's arguments): the Hydra jobs as files (Hydra
-    resolves config_path="../conf" from the script's location), the trio build as `python -m data.build_models`."""
+    """Run one job's script file as __main__ with `argv` (default: this process's arguments), as `python
+    <script>` would: Hydra resolves config_path="../conf" from the script's location, and no job module is run
+    or imported by name (the script's own imports find the job tree, first on sys.path)."""
     root = job_root()
     installed_defaults()
     script = root / SCRIPTS[job]
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     sys.argv = [str(script), *(sys.argv[1:] if argv is None else argv)]
-    if job == "build_models":
-        runpy.run_module("data.build_models", run_name="__main__", alter_sys=True)
-    else:
-        runpy.run_path(str(script), run_name="__main__")
+    runpy.run_path(str(script), run_name="__main__")
 
 
 def decode() -> None:
