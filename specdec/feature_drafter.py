@@ -127,6 +127,26 @@ class DrafterNet(nn.Module):
         x = x + self.down(F.silu(gate) * up)
         return self.norm_out(x), k, v
 
+    def save_pretrained(self, save_directory: str | Path, meta: dict | None = None, *, target: nn.Module | dict,
+                        tokenizer: Any = None, target_name: str | None = None) -> Path:
+        """Write drafter.safetensors + config.json into save_directory (atomically): `export_drafter`, with the
+        identity of the target it drafts for (`target`: the target's HF model, or a `target_identity` dict already
+        made; the tokenizer adds its hash). `from_pretrained` / `load_drafter` read and check it."""
+        if isinstance(target, nn.Module):
+            name = target_name or str(getattr(target.config, "name_or_path", "") or "target")
+            target = target_identity(target, name, tokenizer)
+        return export_drafter(self, save_directory, dict(target), meta)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, target: nn.Module, tokenizer: Any = None) -> DrafterNet:
+        """Load a drafter saved by `save_pretrained` (or `export_drafter`) for `target` (the target's HF model) with
+        `load_drafter`'s checks (format version, weights sha256, the target's widths, weights fingerprint and, when
+        given, tokenizer). Returns the net in eval mode on the target's device and dtype; its config.json is
+        `net.meta`."""
+        net, config = load_drafter(path, target, tokenizer)
+        net.meta = config
+        return net
+
 
 # ---------------------------------------------------------------- the target's frozen pieces
 def target_head(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -386,3 +386,34 @@ def test_rotary_angles_stay_float32_in_a_bfloat16_drafter():
     assert not torch.allclose(keys[torch.bfloat16, 1000], keys[torch.bfloat16, 1001], atol=0.05)
     for pos in (1000, 1001):  # bf16 matches float32 to bf16's rounding of the weights and activations
         assert torch.allclose(keys[torch.bfloat16, pos], keys[torch.float32, pos], atol=0.05)
+
+
+def test_save_pretrained_and_from_pretrained_round_trip_with_the_export_checks(tmp_path):
+    """DrafterNet.save_pretrained / from_pretrained wrap export_drafter / load_drafter: the same files and checks
+    (weights sha256, the target's widths and fingerprint), the config as `net.meta`."""
+    from specdec.feature_drafter import DrafterNet, load_drafter, target_identity
+
+    model = random_llama(48, hidden=16, layers=1, heads=2, seed=1)
+    net = new_drafter(model, draft_ids=torch.tensor([0, 3, 5, 7]))
+    with torch.no_grad():
+        net.fc.weight.add_(0.1)
+    out = net.save_pretrained(tmp_path / "drafter", {"task": "gsm8k"}, target=model, target_name="tiny-target")
+    assert out == tmp_path / "drafter" and sorted(p.name for p in out.iterdir()) == ["config.json",
+                                                                                   "drafter.safetensors"]
+    back = DrafterNet.from_pretrained(out, target=model)
+    assert not back.training and back.meta["task"] == "gsm8k" and back.meta["target"]["name"] == "tiny-target"
+    assert back.meta["target"]["fingerprint"] == target_identity(model, "")["fingerprint"]
+    assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), back.state_dict().values()))
+    same, config = load_drafter(out, model)  # the function it wraps reads the same export
+    assert config == back.meta and torch.equal(same.fc.weight, back.fc.weight)
+    # an identity dict works as the target too (train/drafter.py passes the one it recorded)
+    net.save_pretrained(tmp_path / "by_dict", target=target_identity(model, "named"))
+    assert DrafterNet.from_pretrained(tmp_path / "by_dict", target=model).meta["target"]["name"] == "named"
+
+    other = random_llama(48, hidden=16, layers=1, heads=2, seed=2)  # same shapes, other weights
+    with pytest.raises(DrafterMismatchError, match="fingerprint"):
+        DrafterNet.from_pretrained(out, target=other)
+    weights = out / "drafter.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
+    with pytest.raises(DrafterMismatchError, match="sha256"):
+        DrafterNet.from_pretrained(out, target=model)

@@ -39,7 +39,6 @@ from specdec import checkpoint as ckpt
 from specdec.feature_drafter import (
     DrafterConfig,
     DrafterNet,
-    export_drafter,
     head_weights,
     new_drafter,
     target_identity,
@@ -334,9 +333,9 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     export = Path(cfg.export_dir) if cfg.export_dir else run_dir / "drafter"
     name = models.names().get("target", "target")
     ident = target_identity(model, Path(name).name if Path(name).exists() else name, tok)
-    export_drafter(net, export, ident, {"task": cfg.task.name, "tasks": names, "data": sorted(set(labels)),
-                                        "samples": len(seqs),
-                                        "training": OmegaConf.to_container(cfg, resolve=True), "metrics": final})
+    net.save_pretrained(export, {"task": cfg.task.name, "tasks": names, "data": sorted(set(labels)),
+                                 "samples": len(seqs), "training": OmegaConf.to_container(cfg, resolve=True),
+                                 "metrics": final}, target=ident)
     summary = {"run_dir": str(run_dir), "drafter": str(export), "steps": len(hist), "final": final,
                "first": hist[0] if hist else {}}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
