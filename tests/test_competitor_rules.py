@@ -25,6 +25,7 @@ V, G = 7, 3
 
 
 def _scores(seed=0, B=64, temperature=1.0):
+    torch.manual_seed(seed)  # Dirichlet.sample draws from the global generator: fix it, whatever ran before
     g = torch.Generator().manual_seed(seed)
     p = torch.distributions.Dirichlet(torch.full((V,), 0.5, dtype=torch.float64)).sample((B, G + 1))
     q = 0.6 * p + 0.4 * torch.distributions.Dirichlet(torch.ones(V, dtype=torch.float64)).sample((B, G + 1))
@@ -43,8 +44,10 @@ def test_fuzzy_rule_is_sd_below_every_divergence_and_the_draft_above():
 
 def test_fuzzy_rule_keeps_the_draft_exactly_where_the_divergence_is_small():
     p, q, _, _ = _scores(1)
+    scores = RoundScores(p.log(), 1.0, q[:, :G])
+    p = scores.p  # exp(log p): what the rule sees (the median position sits exactly on the threshold)
     thr = float(kl_divergence(p, q).median())
-    paper_nu, w = FuzzyRule(thr)(RoundScores(p.log(), 1.0, q[:, :G]))
+    paper_nu, w = FuzzyRule(thr)(scores)
     small = kl_divergence(p[:, :G], q[:, :G]) <= thr
     assert small.any() and (~small).any()
     assert torch.equal(w[:, :G] == 0, small)
