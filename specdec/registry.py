@@ -323,8 +323,11 @@ def _autojudge(models: Models, cfg: DictConfig) -> MethodSpec:
                          "use method=diversed for an ensemble head")
     t = _m(cfg, "threshold")
     t = float(meta["threshold"]) if t is None else float(t)
+    source = (meta.get("autojudge") or {}).get("label", "reward")  # selfjudge: SelfJudge's self-supervised labels
+    name = "selfjudge" if source == "selfjudge" else "autojudge"
     return MethodSpec(DraftModelProposer(draft), HeadEnsembleRule(ThresholdHead(head, t)), _gamma(cfg),
-                      label=f"autojudge(t={t:.3g})", params={"proposer": "draft", "threshold": t}, head_meta=meta)
+                      label=f"{name}(t={t:.3g})", params={"proposer": "draft", "threshold": t, "label": source},
+                      head_meta=meta)
 
 
 # ---------------------------------------------------------------- contrastive methods (verify against π_CD)

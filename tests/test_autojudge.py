@@ -129,3 +129,33 @@ def test_autojudge_cli_mines_fits_and_exports(micro_trio, tmp_path):
                         timeout=300, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
     assert p3.returncode != 0 and "was mined with other settings (mine differ" in p3.stderr, p3.stderr[-2000:]
     assert (run_dir / "mined.pt").read_bytes() == before
+
+
+def test_selfjudge_labels_come_from_the_targets_own_likelihood_without_rewards(micro_trio, monkeypatch):
+    """label=selfjudge: no fork is decoded and no reward computed; the gap is the drop of the target's mean
+    log-likelihood of its own next tokens after the draft's token, and the label thresholds it."""
+    import rewards
+    from train.autojudge import selfjudge_harm, teacher_forced
+
+    def no_reward(*a, **k):
+        raise AssertionError("selfjudge labels need no task reward")
+
+    monkeypatch.setattr(rewards, "score", no_reward)
+    models, task, prompts, refs = _mining_inputs(micro_trio)
+    data = mine(models, prompts, refs, task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20,
+                temperature=1.0, batch_size=4, seed=0, progress=False, label="selfjudge",
+                selfjudge={"window": 5, "threshold": 0.2})
+    n = len(data["label"])
+    assert n > 0 and torch.equal(data["label"], (data["gap"] > 0.2).float())
+    assert data["stats"]["decoded_tokens"] == data["stats"]["greedy_tokens"]  # no fork was decoded
+    assert data["gap"].abs().sum() > 0
+    # The harm of a "swap" to the target's own token is exactly 0; by hand for one real swap.
+    p0, c0 = prompts[0], [5, 6, 7, 8, 9, 10, 11]
+    assert selfjudge_harm(models.target, [p0], [c0], [(0, 2)], [7], window=3, batch_size=4).item() == 0.0
+    h = selfjudge_harm(models.target, [p0], [c0], [(0, 2)], [30], window=3, batch_size=4).item()
+    probs, _ = teacher_forced(models.target, [p0 + c0[:2]] * 2, [[7, 8, 9, 10], [30, 8, 9, 10]], 1.0)
+    ll = [float(probs[i, 1:4].gather(-1, torch.tensor([[8], [9], [10]])).log().mean()) for i in range(2)]
+    assert abs(h - (ll[0] - ll[1])) < 1e-5
+    with pytest.raises(ValueError, match="mine.label"):
+        mine(models, prompts, refs, task=task, reward_opts={}, per_prompt=1, gamma=3, max_new_tokens=8,
+             temperature=1.0, batch_size=4, seed=0, progress=False, label="vibes")

@@ -1,6 +1,7 @@
 """AutoJudge (Garipov et al., 2025, arXiv 2504.20039) as a baseline: a judge of which draft/target mismatches matter.
 
     python train/autojudge.py task=gsm8k                    # mine, fit, export <run dir>/head
+    python train/autojudge.py task=cnndm mine.label=selfjudge   # SelfJudge's labels: no task reward needed
     python eval/run.py task=gsm8k method=autojudge head=<run dir>/head [method.threshold=0.3]
 
 1. Mine: decode the training prompts with the target's greedy decoding; at positions where the draft's greedy token
@@ -60,9 +61,47 @@ def teacher_forced(lm, prompts: list[list[int]], completions: list[list[int]], t
     return softmax_with_temperature(logprobs, temperature), hidden
 
 
+@torch.no_grad()
+def selfjudge_harm(lm, prompts: list[list[int]], completions: list[list[int]], positions: list[tuple[int, int]],
+                   swaps: list[int], window: int, batch_size: int) -> torch.Tensor:
+    """SelfJudge's self-supervised label (Yoon et al. 2025, arXiv 2510.02329): how much a swap hurts, read from the
+    target alone. For a mismatch at t of row b, the target's mean log-likelihood of its own next `window` tokens
+    (completion[t+1 : t+1+window]) after its own token completion[t], minus the same after the draft's token
+    `swap`: large when the swap derails what the target would say next, ~0 when it reads on as before. No task
+    reward, so every task (ROUGE's noisy one included) gets dense labels. Returns [len(positions)] in nats/token
+    (0 where no token follows t)."""
+    harm = torch.zeros(len(positions))
+    for s in range(0, len(positions), batch_size):
+        chunk = positions[s:s + batch_size]
+        pre, comp, nxt = [], [], []
+        for (b, t), x in zip(chunk, swaps[s:s + batch_size]):
+            follow = completions[b][t + 1:t + 1 + window]
+            for first in (completions[b][t], x):  # the target's own token, then the draft's
+                pre.append(prompts[b] + completions[b][:t])
+                comp.append([first] + follow)
+                nxt.append(follow)
+        probs, _ = teacher_forced(lm, pre, comp, 1.0)
+        lls = []
+        for i, follow in enumerate(nxt):
+            if not follow:
+                lls.append(0.0)
+                continue
+            idx = torch.tensor(follow, device=probs.device).unsqueeze(-1)
+            lls.append(float(probs[i, 1:1 + len(follow)].gather(-1, idx).clamp_min(1e-30).log().mean()))
+        harm[s:s + len(chunk)] = torch.tensor(lls[0::2]) - torch.tensor(lls[1::2])
+    return harm
+
+
 def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: int, max_new_tokens: int,
-         temperature: float, batch_size: int, seed: int, progress: bool = True) -> dict[str, torch.Tensor]:
-    """Mismatch examples: head inputs (h_q, h_p, feats), label important (1) / not (0), TV(p, q), the reward gap."""
+         temperature: float, batch_size: int, seed: int, progress: bool = True, label: str = "reward",
+         selfjudge: dict | None = None) -> dict[str, torch.Tensor]:
+    """Mismatch examples: head inputs (h_q, h_p, feats), label important (1) / not (0), TV(p, q), and the gap that
+    made the label. label="reward" (AutoJudge): the swap's change of task reward, important iff it is not 0.
+    label="selfjudge": `selfjudge_harm` (nats/token), important iff it exceeds selfjudge["threshold"]; no forks
+    are decoded and no reward is computed."""
+    if label not in ("reward", "selfjudge"):
+        raise ValueError(f"mine.label must be 'reward' (AutoJudge) or 'selfjudge', got {label!r}")
+    sj = {"window": 20, "threshold": 0.5, **(selfjudge or {})}
     from data.tasks import chat_stop_for, stop_on_match
     from rewards import score
     from specdec.generate import generate
@@ -115,21 +154,26 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
             def score_fn(texts, rws, R=R):
                 return score(task.name, texts, [R[r] for r in rws], **reward_opts).scores
 
-            f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
-                          max_new_tokens=max_new_tokens, temperature=temperature, stops=tuple(task.stop),
-                          seed=seed + start, cut_at_stop=cut, continuation="greedy_target",
-                          fork_tokens=(x_plus, torch.tensor(x_minus), tv))
-            gap = f.g_plus - f.g_minus
+            if label == "selfjudge":
+                gap = selfjudge_harm(models.target, P, comps, positions, x_minus, int(sj["window"]), batch_size)
+                important = (gap > float(sj["threshold"])).float()
+            else:
+                f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
+                              max_new_tokens=max_new_tokens, temperature=temperature, stops=tuple(task.stop),
+                              seed=seed + start, cut_at_stop=cut, continuation="greedy_target",
+                              fork_tokens=(x_plus, torch.tensor(x_minus), tv))
+                gap = f.g_plus - f.g_minus
+                important = (gap != 0).float()
+                stats["decoded_tokens"] += f.decoded_tokens
             out["h_q"].append(h_q[rows, ts].float().cpu())
             out["h_p"].append(h_p[rows, ts].float().cpu())
             out["feats"].append(pair_features(p[rows, ts], q[rows, ts]).float().cpu())
-            out["label"].append((gap != 0).float())
+            out["label"].append(important)
             out["tv"].append(tv)
             out["gap"].append(gap)
             out["prompt"].append(torch.tensor([start + b for b, _ in positions]))  # fit splits by prompt
             out["position"].append(ts)
             stats["forks"] += len(positions)
-            stats["decoded_tokens"] += f.decoded_tokens
         bar.update(len(P))
         bar.set_postfix(mined=stats["forks"], important=int(sum(x.sum() for x in out["label"])), refresh=False)
     bar.close()
@@ -247,7 +291,9 @@ def main(cfg: DictConfig) -> None:
         data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
                     per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
                     max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
-                    temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed))
+                    temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed),
+                    label=str(cfg.mine.get("label", "reward")),
+                    selfjudge=OmegaConf.to_container(cfg.mine.selfjudge) if cfg.mine.get("selfjudge") else None)
         t_mine = time.perf_counter() - t0
         data["stats"]["seconds"] = t_mine
         data["signature"] = signature
@@ -266,7 +312,8 @@ def main(cfg: DictConfig) -> None:
     head = EnsembleHead(hcfg)
     report = fit(head, data, steps=int(cfg.fit.steps), lr=float(cfg.fit.lr), holdout=float(cfg.fit.holdout),
                  recall=float(cfg.fit.recall), seed=int(cfg.seed))
-    report.update({"mining": data["stats"], "seconds_mining": t_mine, "data": ex.label})
+    report.update({"mining": data["stats"], "seconds_mining": t_mine, "data": ex.label,
+                   "label": str(cfg.mine.get("label", "reward"))})
     meta = {
         "method": "autojudge", "threshold": report["threshold"], "autojudge": report,
         "models": {k: Path(v).name if Path(v).exists() else v for k, v in models.names().items()},
