@@ -268,8 +268,10 @@ def comparison_lines(rows: list[dict]) -> list[str]:
 
 
 # ---------------------------------------------------------------- the picture
-BASELINE_MARKERS = {"sd": "D", "lossy": "s", "cascade": "^", "autojudge": "P", "ar_draft": "v"}
+BASELINE_MARKERS = {"sd": "D", "lossy": "s", "cascade": "^", "autojudge": "P", "ar_draft": "v", "fsd": "X",
+                    "typical": "o", "fly": ">"}
 BASELINE_COLORS = {"sd": "black", "lossy": "tab:green", "cascade": "tab:purple", "autojudge": "tab:orange",
+                   "fsd": "tab:brown", "typical": "tab:cyan", "fly": "tab:olive",
                    "ar_draft": "tab:brown"}
 HEAD_COLORS = ("tab:red", "tab:pink", "tab:olive", "tab:cyan", "darkgoldenrod", "teal", "navy")
 
