@@ -32,3 +32,11 @@ if [[ $STEP == all || $STEP == test ]]; then
       "heads=[$R/head_rule_start/head,$R/head_default/head]" out_dir=$R/test
   $PY eval/pool.py $R/test --ref sd
 fi
+# 4. (added after step 3's results) FLy is greedy-only in its paper: the same 300 test prompts at T = 0, with sd,
+#    the cascade sweep, static 0.5 and both heads beside it.
+if [[ $STEP == all || $STEP == greedy ]]; then
+  $PY eval/frontier.py task=gsm8k task.data.seed=7 seed=8 temperature=0 eval.num_samples=300 eval.progress=false \
+      resume=true 'frontier.baselines=[sd]' 'frontier.grid=[0.5]' 'frontier.sweep_methods=[fly,cascade]' \
+      "heads=[$R/head_rule_start/head,$R/head_default/head]" out_dir=$R/test_T0
+  $PY eval/pool.py $R/test_T0
+fi
