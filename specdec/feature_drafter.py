@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specdec.models import weights_fingerprint
-from specdec.provenance import git_revision, replace_dir, sha256_file, tokenizer_hash
+from specdec.provenance import git_revision, read_export_config, replace_dir, sha256_file, tokenizer_hash
 
 FORMAT_NAME = "specdec-feature-drafter"
 FORMAT_VERSION = 1
@@ -266,17 +266,7 @@ def read_drafter_config(path: str | Path) -> dict:
     if not (path / CONFIG).is_file() or not (path / WEIGHTS).is_file():
         raise DrafterMismatchError(f"no feature drafter at {path}: expected a directory with {WEIGHTS} and {CONFIG} "
                                    f"(train one with `python train/drafter.py model=... task=...`)")
-    try:
-        config = json.loads((path / CONFIG).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DrafterMismatchError(f"{path / CONFIG} is corrupt (not valid JSON: {e})") from e
-    if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
-        found = config.get("format") if isinstance(config, dict) else type(config).__name__
-        raise DrafterMismatchError(f"{path} is not a feature drafter export (format={found!r})")
-    if config.get("format_version") != FORMAT_VERSION:
-        raise DrafterMismatchError(f"{path}: drafter format version {config.get('format_version')} is not "
-                                   f"supported (this code reads version {FORMAT_VERSION}); re-export it")
-    return config
+    return read_export_config(path, CONFIG, FORMAT_NAME, FORMAT_VERSION, "drafter", DrafterMismatchError)
 
 
 def check_target(config: dict, model: nn.Module, tokenizer: Any = None, where: str = "") -> None:

@@ -32,7 +32,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from specdec.models import fingerprint_changes
-from specdec.provenance import git_revision, replace_dir, sha256_file, tokenizer_hash
+from specdec.provenance import git_revision, read_export_config, replace_dir, sha256_file, tokenizer_hash
 from specdec.verify import VERIFY_RULE_VERSION
 
 __all__ = ["CONFIG", "FORMAT_NAME", "FORMAT_VERSION", "WEIGHTS", "EnsembleHead", "HeadConfig", "HeadFormatError",
@@ -229,19 +229,7 @@ def read_head_config(path: str | Path) -> dict:
         raise HeadFormatError(f"no exported head at {path}: expected a directory with {WEIGHTS} and {CONFIG}")
     if not cfg_file.is_file() or not (path / WEIGHTS).is_file():
         raise HeadFormatError(f"{path} is not a complete head export: needs {WEIGHTS} and {CONFIG}")
-    try:
-        config = json.loads(cfg_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise HeadFormatError(f"{cfg_file} is corrupt (not valid JSON: {e}); re-export the head") from e
-    if not isinstance(config, dict) or config.get("format") != FORMAT_NAME:
-        found = config.get("format") if isinstance(config, dict) else type(config).__name__
-        raise HeadFormatError(f"{cfg_file} is not a {FORMAT_NAME} config (format={found!r})")
-    if config.get("format_version") != FORMAT_VERSION:
-        raise HeadFormatError(
-            f"{path}: head format version {config.get('format_version')} is not supported by this code "
-            f"(version {FORMAT_VERSION}); re-export it with this version"
-        )
-    return config
+    return read_export_config(path, CONFIG, FORMAT_NAME, FORMAT_VERSION, "head", HeadFormatError)
 
 
 def check_head_tokenizer(path: str | Path, config: dict, tokenizer: Any) -> None:

@@ -63,3 +63,21 @@ def replace_dir(tmp: Path, out_dir: Path) -> Path:
     else:
         os.replace(tmp, out_dir)
     return out_dir
+
+
+def read_export_config(path: Path, config_name: str, format_name: str, version: int, what: str,
+                       error: type[Exception]) -> dict:
+    """The JSON config of an export directory (a head, a feature drafter), checked for its format name and
+    version; raises `error` naming the file and what to do."""
+    cfg_file = path / config_name
+    try:
+        config = json.loads(cfg_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{cfg_file} is corrupt (not valid JSON: {e}); re-export the {what}") from e
+    if not isinstance(config, dict) or config.get("format") != format_name:
+        found = config.get("format") if isinstance(config, dict) else type(config).__name__
+        raise error(f"{cfg_file} is not a {format_name} config (format={found!r})")
+    if config.get("format_version") != version:
+        raise error(f"{path}: {what} format version {config.get('format_version')} is not supported by this code "
+                    f"(version {version}); re-export it with this version")
+    return config
