@@ -55,6 +55,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dirs", nargs="+", help="eval/frontier.py output directories (validation prompts)")
     ap.add_argument("--lambda", dest="lam", type=float, required=True, help="the λ the head will be trained with")
+    ap.add_argument("--out", type=Path, default=None, help="where to write the choice (default: DIRS[0]/choice.json)")
     args = ap.parse_args()
     best, cands = choose(collect(args.dirs), args.lam)
     print(f"| run | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
@@ -62,7 +63,7 @@ def main() -> None:
         print(f"| {c['label']} | {c['score']:.3f} | {c['acceptance']:.3f} | {c['J']:.4f} |")
     overrides = f"head.init_rule={best['rule']} head.init_knob={best['knob']:g}"
     print(f"\nstart: {best['label']} -> python train/run.py ... lambda={args.lam:g} {overrides}")
-    out = Path(args.dirs[0]) / "choice.json"
+    out = args.out or Path(args.dirs[0]) / "choice.json"
     out.write_text(json.dumps({"lambda": args.lam, "best": best, "candidates": cands, "overrides": overrides},
                               indent=2))
 

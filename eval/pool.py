@@ -161,6 +161,56 @@ def above_static_line(data: dict[str, dict], head: str, methods: dict[str, str],
     return {"n": len(keys), "points": line, "gap": gap(np.arange(len(keys))), "ci": (float(lo), float(hi))}
 
 
+# Rules that need no training (each swept over its knob by eval/frontier.py): the opponents a head must beat.
+TRAINING_FREE = ("sd", "static", "lossy", "cascade", "fsd", "typical", "fly")
+
+
+def envelope_at(acc: np.ndarray, score: np.ndarray, a: float) -> float:
+    """The best score any training-free operating point reaches at acceptance >= a: a point with acceptance >= a,
+    or a per-prompt coin flip between two points on either side of a (whose acceptance and score interpolate
+    linearly), i.e. the upper concave hull of the points, non-increasing in acceptance. nan where no point reaches
+    acceptance a."""
+    if not (acc >= a).any():
+        return float("nan")
+    best = float(score[acc >= a].max())
+    lo, hi = acc < a, acc > a
+    if lo.any() and hi.any():
+        ai, si = acc[lo][:, None], score[lo][:, None]
+        aj, sj = acc[hi][None, :], score[hi][None, :]
+        best = max(best, float((si + (a - ai) / (aj - ai) * (sj - si)).max()))
+    return best
+
+
+def above_rule_envelope(data: dict[str, dict], head: str, methods: dict[str, str], seed: int = 0,
+                        level: float = 0.95) -> dict | None:
+    """The head's score minus the upper envelope (envelope_at) of every training-free rule point (TRAINING_FREE)
+    at the head's acceptance, on the prompts all of them share; prompts resampled jointly for the head and every
+    point. Also the envelope's best point at that acceptance, for the record. None when no rule point ran on all the
+    head's prompts, or the head accepts more than any of them (the envelope does not reach it)."""
+    keys = sorted(data[head])
+    pts_l = [lab for lab in data if methods.get(lab) in TRAINING_FREE and keys and set(keys) <= set(data[lab])]
+    if not pts_l:
+        return None
+    h = np.array([data[head][k] for k in keys], dtype=np.float64)
+    pts = np.stack([np.array([data[lab][k] for k in keys], dtype=np.float64) for lab in pts_l])  # [L, n, 3]
+
+    def gap(rows: np.ndarray) -> float:
+        acc = pts[:, rows, 1].sum(-1) / pts[:, rows, 2].sum(-1)
+        return float(h[rows, 0].mean() - envelope_at(acc, pts[:, rows, 0].mean(-1), h[rows, 1].sum() / h[rows, 2].sum()))
+
+    g = gap(np.arange(len(keys)))
+    if not np.isfinite(g):
+        return None
+    rng = np.random.default_rng(seed)
+    boot = np.array([gap(rng.integers(0, len(keys), len(keys))) for _ in range(N_BOOT)])
+    lo, hi = np.nanquantile(boot, [(1 - level) / 2, 1 - (1 - level) / 2])
+    acc = pts[:, :, 1].sum(-1) / pts[:, :, 2].sum(-1)
+    h_acc = h[:, 1].sum() / h[:, 2].sum()
+    reach = [lab for lab, a in zip(pts_l, acc) if a >= h_acc]
+    return {"n": len(keys), "points": pts_l, "gap": g, "ci": (float(lo), float(hi)), "head_acceptance": h_acc,
+            "envelope": h[:, 0].mean() - g, "reaching": reach, "undefined_share": float(np.isnan(boot).mean())}
+
+
 def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None, level: float = 0.95) -> str:
     labels = finished_labels(run_dirs)
     if not labels:
@@ -210,6 +260,15 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
                   f"by acceptance, linear between them and flat beyond its ends; n={line['n']}, prompts resampled "
                   "jointly): score "
                   f"{line['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
+    env = above_rule_envelope(data, ref, methods, level=level) if methods[ref] == "diversed" else None
+    if env is not None:
+        lo, hi = env["ci"]
+        lines += ["", f"{ref} minus the upper envelope of every training-free rule point ({len(env['points'])}: "
+                  f"{', '.join(sorted(set(methods[p] for p in env['points'])))}) at its acceptance "
+                  f"{env['head_acceptance']:.3f} (envelope {env['envelope']:.3f}; eval/pool.py envelope_at; "
+                  f"n={env['n']}, prompts resampled jointly): score {env['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
+    elif methods[ref] == "diversed":
+        lines += ["", f"{ref}: no training-free rule point here reaches its acceptance (no envelope to compare)"]
     return "\n".join(lines)
 
 

@@ -164,3 +164,39 @@ def test_an_autoregressive_method_is_paired_on_score_only(tmp_path):
     text = report([run], ref="sd")
     assert "| ar_target (n=2) | +0.500 |" in text and text.count("nan") == 0
     assert "| - | - |" in text
+
+
+def test_envelope_is_the_best_score_reachable_at_an_acceptance():
+    from eval.pool import envelope_at
+
+    acc, score = np.array([0.6, 0.8, 0.95]), np.array([0.9, 0.7, 0.3])
+    assert envelope_at(acc, score, 0.7) == pytest.approx(0.8)  # halfway between 0.6 and 0.8
+    assert envelope_at(acc, score, 0.8) == pytest.approx(0.7)
+    assert envelope_at(acc, score, 0.5) == pytest.approx(0.9)  # a point at higher acceptance dominates
+    # a dip in the middle: the coin flip between 0.6 and 0.95 beats both polyline segments at 0.8 (the hull)
+    dip = np.array([0.9, 0.3, 0.45])
+    assert envelope_at(acc, dip, 0.8) == pytest.approx(0.9 + (0.2 / 0.35) * (0.45 - 0.9))
+    assert np.isnan(envelope_at(acc, score, 0.96))  # nothing reaches it
+
+
+def test_above_rule_envelope_takes_every_training_free_rule_and_no_trained_method():
+    from eval.pool import above_rule_envelope
+
+    n = 40
+
+    def method(score_ones: int, acc: int) -> dict:
+        return {(0, i): (1.0 if i < score_ones else 0.0, acc, 10) for i in range(n)}
+
+    data = {"sd": method(36, 6), "cascade(t=0.1)": method(30, 9), "typical(eps=0.3)": method(20, 8),
+            "autojudge(t=0.5)": method(40, 10), "diversed(λ=1)": method(32, 8)}
+    methods = {lab: lab.split("(")[0] for lab in data}
+    env = above_rule_envelope(data, "diversed(λ=1)", methods)
+    # at 0.8 the envelope is the coin flip between sd (0.9 at 0.6) and the cascade (0.75 at 0.9): 0.8; typical
+    # (0.5 at 0.8) is below it, and AutoJudge (trained, 1.0 at 1.0) is not a point of it
+    assert set(env["points"]) == {"sd", "cascade(t=0.1)", "typical(eps=0.3)"}
+    assert env["envelope"] == pytest.approx(0.8) and env["gap"] == pytest.approx(0.0, abs=1e-12)
+    data["diversed(λ=1)"] = method(38, 8)
+    up = above_rule_envelope(data, "diversed(λ=1)", methods)
+    assert up["gap"] == pytest.approx(0.15) and up["ci"][0] > 0.05
+    data["diversed(λ=1)"] = method(38, 10)  # beyond every rule's acceptance: no envelope to compare with
+    assert above_rule_envelope(data, "diversed(λ=1)", methods) is None
