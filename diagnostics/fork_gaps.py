@@ -14,6 +14,12 @@ measures that spread out of sample: ridge regressions of y on (a) the pair featu
 input (layer-normed hidden states + features, as heads.EnsembleHead sees them), the ridge strength chosen inside
 each training fold; then held-out R^2 and the mean gap by quintile of the out-of-fold prediction, with 95% CIs.
 Writes fork_gaps.{md,json} to --out (default: the run dir).
+
+--cascade T splits the forks by SpecCascade's decision at threshold T (relax, w = 0, where max p - max q <= T) and
+reports the mean gap on each side, and --mass M turns a per-fork mean into a per-sequence value: M is the TV mass a
+rule relaxes per sequence (its acceptance gain over SD times the drafted positions per sequence). A rule's task gain
+is about -M times the mean gap over the forks it relaxes, so an interval of +-h on that mean resolves gains only down
+to ~M*h per sequence: the diagnostic's resolution in units of the task score.
 """
 
 from __future__ import annotations
@@ -133,6 +139,20 @@ def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
     return out
 
 
+def cascade_split(d: dict[str, torch.Tensor], threshold: float) -> dict:
+    """Mean gap over the forks SpecCascade at `threshold` relaxes (w = 0: max p - max q <= threshold) and over those
+    it defers to the target, with 95% half-widths: a negative mean on the relaxed side is task value *gained* per
+    unit of acceptance there."""
+    f = d["feats"]
+    relax = (f[:, PAIR_FEATURES.index("max_p")] - f[:, PAIR_FEATURES.index("max_q")]) <= threshold
+    out = {"threshold": threshold}
+    for name, m in (("relaxed", relax), ("deferred", ~relax)):
+        mean, h = mean_ci(d["y"][m]) if m.any() else (float("nan"), float("nan"))
+        out[name] = {"n": int(m.sum()), "gap_mean": mean, "gap_ci": h,
+                     "tv_mass": float(f[m, PAIR_FEATURES.index("tv_pq")].sum())}
+    return out
+
+
 def report(res: dict, label: str) -> str:
     lines = [f"Fork gaps of {label}: {res['n']} forks (drawn ∝ TV), gap y = G+ − G− (a mean of y is the task value "
              f"lost per unit of acceptance gained there). Mean {res['gap_mean']:+.4f} ± {res['gap_ci']:.4f}, "
@@ -143,6 +163,16 @@ def report(res: dict, label: str) -> str:
         lines.append(f"| {name} | {r['width']} | {r['r2_oof']:+.3f} | {r['top_minus_bottom']:+.3f} ± "
                      f"{r['top_minus_bottom_ci']:.3f} | {qs} |")
     lines += ["", "(quintiles of the out-of-fold ridge prediction, lowest first: mean gap ± 95% half-width)"]
+    c = res.get("cascade")
+    if c:
+        lines += ["", f"SpecCascade's split at t = {c['threshold']:g} (relaxed: max p − max q ≤ t):", "",
+                  "| side | forks | mean gap ± 95% |", "|---|---|---|"]
+        lines += [f"| {k} | {c[k]['n']} | {c[k]['gap_mean']:+.4f} ± {c[k]['gap_ci']:.4f} |" for k in ("relaxed", "deferred")]
+    if res.get("mass"):
+        m = res["mass"]
+        lines += ["", f"Resolution at a relaxed TV mass of {m:g} per sequence: the mean gap's ±{res['gap_ci']:.4f} "
+                  f"resolves task gains down to ±{m * res['gap_ci']:.4f} per sequence; a gain g per sequence needs a "
+                  f"mean gap of −g/{m:g} over the relaxed forks."]
     return "\n".join(lines)
 
 
@@ -152,8 +182,15 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--cascade", type=float, default=None, help="split the forks by SpecCascade's decision at this t")
+    ap.add_argument("--mass", type=float, default=None, help="relaxed TV mass per sequence (for the resolution line)")
     args = ap.parse_args()
-    res = analyse(load_forks(args.run_dir), args.folds, args.seed)
+    forks = load_forks(args.run_dir)
+    res = analyse(forks, args.folds, args.seed)
+    if args.cascade is not None:
+        res["cascade"] = cascade_split(forks, args.cascade)
+    if args.mass is not None:
+        res["mass"] = args.mass
     out = args.out or args.run_dir
     out.mkdir(parents=True, exist_ok=True)
     text = report(res, str(args.run_dir))

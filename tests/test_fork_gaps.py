@@ -51,3 +51,20 @@ def test_out_of_fold_predictions_never_see_their_own_fold():
     y[0] = 50.0
     pred, alphas = out_of_fold(X, y, 5, 0)
     assert abs(float(pred[0])) < 5.0 and len(alphas) == 5
+
+
+def test_cascade_split_sorts_forks_by_the_rules_decision():
+    """Forks where the draft is at least as confident as the target (max p - max q <= t) gain by relaxing (y = -1),
+    the rest lose (y = +1), plus zero-mean noise on half of them: the split recovers both signs."""
+    from diagnostics.fork_gaps import PAIR_FEATURES, cascade_split
+
+    g = torch.Generator().manual_seed(3)
+    n = 2000
+    feats = torch.rand(n, 5, generator=g).double()
+    relax = feats[:, PAIR_FEATURES.index("max_p")] - feats[:, PAIR_FEATURES.index("max_q")] <= 0.1
+    y = torch.where(relax, -1.0, 1.0).double()
+    y = torch.where(torch.rand(n, generator=g) < 0.5, torch.randint(-1, 2, (n,), generator=g).double(), y)
+    c = cascade_split({"feats": feats, "y": y}, 0.1)
+    assert c["relaxed"]["n"] == int(relax.sum()) and c["relaxed"]["n"] + c["deferred"]["n"] == n
+    assert c["relaxed"]["gap_mean"] < -0.3 and c["deferred"]["gap_mean"] > 0.3
+    assert c["relaxed"]["gap_ci"] < 0.1
