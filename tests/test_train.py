@@ -111,6 +111,32 @@ def test_exporting_the_last_checkpoint_reproduces_the_trainers_export(gsm8k_run,
     assert cfg["checkpoint"]["step"] == 3
 
 
+def test_choose_head_exports_the_start_and_every_checkpoint(gsm8k_run, tmp_path):
+    """eval/choose_head.py export: the start is the checkpoints' KL reference (not the trained weights), each
+    checkpoint's head is its own weights, and a second export keeps what is there."""
+    import shutil
+
+    from eval.choose_head import export_candidates
+    from train.checkpoint import read_model_states
+
+    src, _ = gsm8k_run
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir)
+    heads = export_candidates(run_dir)
+    names = [h.parent.name for h in heads]
+    ckpts = sorted(d.name for d in (run_dir / "checkpoints").iterdir() if d.name.startswith("step"))
+    assert names == ["start", *ckpts]
+    last = read_model_states(run_dir / "checkpoints" / ckpts[-1])
+    start, cfg = load_head(heads[0])
+    for k, v in start.state_dict().items():
+        assert torch.equal(v, last["ref_head"][k]), k
+    assert cfg["checkpoint"]["step"] == 0 and cfg["checkpoint"]["start"] is True
+    trained, _ = load_head(heads[-1])
+    assert any(not torch.equal(trained.state_dict()[k], v) for k, v in start.state_dict().items())
+    mtime = (heads[0] / "config.json").stat().st_mtime_ns
+    assert export_candidates(run_dir) == heads and (heads[0] / "config.json").stat().st_mtime_ns == mtime
+
+
 def test_smoke_cnndm_and_mbpp_as_a_multirun_with_summary_table(micro_trio, tmp_path):
     """cnndm and mbpp, each over the target and over the contrastive pi_CD (the amateur is loaded for the latter)."""
     sweep = tmp_path / "sweep"

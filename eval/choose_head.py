@@ -1,0 +1,99 @@
+"""Choose which head of a training run to ship, on validation prompts: its start (the rule or init_w it began at)
+or any of its checkpoints, by the training objective J = task score + λ · acceptance.
+
+A head starts at a rule it can express (eval/choose_start.py) and keeps a KL to it, but REINFORCE can still drift
+below that start when the task reward is noisy per token. Validation decides, so a shipped head never ends below its
+own start by more than the validation noise. Two steps, the evaluation in between done by eval/frontier.py:
+
+    python eval/choose_head.py export RUN_DIR                 # RUN_DIR/candidates/{start,step000050,...}/head
+    python eval/frontier.py <the validation settings> 'frontier.baselines=[]' 'frontier.grid=[]' \\
+        "heads=[RUN_DIR/candidates/start/head,...]" out_dir=VAL_HEADS_DIR
+    python eval/choose_head.py choose VAL_HEADS_DIR --lambda 0.1 --out RUN_DIR/selected.json
+
+The choice (selected.json) names the chosen head's directory; every candidate's score, acceptance and J are kept
+beside it, so a reader sees what was rejected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval.frontier import collect  # noqa: E402
+
+
+def checkpoints_of(run_dir: Path) -> list[Path]:
+    """The run's checkpoint directories (stepNNNNNN), oldest first."""
+    ck = run_dir / "checkpoints"
+    return sorted(d for d in ck.iterdir() if d.is_dir() and d.name.startswith("step")) if ck.is_dir() else []
+
+
+def export_candidates(run_dir: Path) -> list[Path]:
+    """Export the run's start head and every checkpoint's head under run_dir/candidates/<name>/head; returns the
+    head directories (the start first). Already exported candidates are kept."""
+    from train.export_checkpoint import export_checkpoint
+
+    ckpts = checkpoints_of(run_dir)
+    if not ckpts:
+        raise SystemExit(f"{run_dir}: no checkpoints/step* to choose from")
+    out = []
+    for name, ckpt, start in [("start", ckpts[-1], True)] + [(c.name, c, False) for c in ckpts]:
+        head = run_dir / "candidates" / name / "head"
+        if not (head / "config.json").exists():
+            export_checkpoint(ckpt, head, start=start)
+        out.append(head)
+    return out
+
+
+def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
+    """Among the evaluated heads (method diversed), the one with the highest J = score + λ·acceptance (ties: the
+    earlier candidate, i.e. the start before any checkpoint, an earlier step before a later one)."""
+    cands = []
+    for m in rows:
+        if m.get("method") != "diversed" or m.get("task_score") is None or m.get("acceptance_rate") is None:
+            continue
+        run = json.loads((Path(m["_dir"]) / "run.json").read_text()) if (Path(m["_dir"]) / "run.json").exists() else {}
+        head = run.get("head") or m.get("head")
+        head = head.get("path") if isinstance(head, dict) else head
+        if head is None:
+            raise ValueError(f"{m['_dir']}: the run does not name its head")
+        cands.append({"head": str(head), "label": m["label"], "score": m["task_score"],
+                      "acceptance": m["acceptance_rate"], "J": m["task_score"] + lam * m["acceptance_rate"]})
+    if not cands:
+        raise ValueError("no evaluated head (method diversed) here: evaluate the candidates first (see the docstring)")
+
+    def order(c: dict) -> tuple:
+        name = Path(c["head"]).parent.name  # start < step000050 < ... (a head outside candidates/ sorts last)
+        return (0, "") if name == "start" else (1, name)
+
+    cands.sort(key=order)
+    best = max(cands, key=lambda c: c["J"])  # max keeps the first of equal J: the earliest candidate
+    return best, cands
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export", help="export the start and every checkpoint of a training run")
+    e.add_argument("run_dir", type=Path)
+    c = sub.add_parser("choose", help="choose among the evaluated candidates by J on validation")
+    c.add_argument("val_dir", type=Path, help="eval/frontier.py output of the candidates on validation prompts")
+    c.add_argument("--lambda", dest="lam", type=float, required=True)
+    c.add_argument("--out", type=Path, required=True, help="where to write the choice (JSON)")
+    args = ap.parse_args()
+    if args.cmd == "export":
+        print(",".join(str(h) for h in export_candidates(args.run_dir)))
+        return
+    best, cands = choose(collect([args.val_dir]), args.lam)
+    print(f"| head | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
+    for x in cands:
+        print(f"| {x['head']} | {x['score']:.3f} | {x['acceptance']:.3f} | {x['J']:.4f} |{' ← chosen' if x is best else ''}")
+    args.out.write_text(json.dumps({"lambda": args.lam, "best": best, "candidates": cands}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
