@@ -1,5 +1,5 @@
-"""Choose which head of a training run to ship, on validation prompts: its start (the rule or init_w it began at)
-or any of its checkpoints, by the training objective J = task score + λ · acceptance.
+"""Choose which head of a training run to ship, on validation prompts: the rule it started at (made step-sharp), its
+start (the soft rule or init_w it trained from) or any of its checkpoints, by the objective J = score + λ·acceptance.
 
 A head starts at a rule it can express (eval/choose_start.py) and keeps a KL to it, but REINFORCE can still drift
 below that start when the task reward is noisy per token. Validation decides, so a shipped head never ends below its
@@ -10,7 +10,8 @@ own start by more than the validation noise. Two steps, the evaluation in betwee
         "heads=[RUN_DIR/candidates/start/head,...]" out_dir=VAL_HEADS_DIR
     python eval/choose_head.py choose VAL_HEADS_DIR --lambda 0.1 --out RUN_DIR/selected.json
 
-The choice (selected.json) names the chosen head's directory; every candidate's score, acceptance and J are kept
+Shipping the rule itself is a valid outcome: it says training found nothing above it on validation. The choice
+(selected.json) names the chosen head's directory; every candidate's score, acceptance and J are kept
 beside it, so a reader sees what was rejected.
 """
 
@@ -32,26 +33,51 @@ def checkpoints_of(run_dir: Path) -> list[Path]:
     return sorted(d for d in ck.iterdir() if d.is_dir() and d.name.startswith("step")) if ck.is_dir() else []
 
 
+# A step for any feature difference the float32 features resolve: at k = 1e4 a max-prob difference 1e-3 from
+# the threshold already gives w within 5e-5 of 0 or 1 (only near-exact ties are soft).
+RULE_SHARPNESS = 1e4
+# config.json fields export_head writes itself: never copied from another head's config.
+_FORMAT_KEYS = ("format", "format_version", "arch", "hidden_q", "hidden_p", "num_features", "weights_sha256",
+                "verify_rule_version")
+
+
 def export_candidates(run_dir: Path) -> list[Path]:
-    """Export the run's start head and every checkpoint's head under run_dir/candidates/<name>/head; returns the
-    head directories (the start first). Already exported candidates are kept."""
+    """Export the candidates of a run under run_dir/candidates/<name>/head and return their directories, in tie
+    order: for a run started at a rule (head.init_rule), the rule itself ("rule": the start made step-sharp, the
+    training-free rule as a head); the run's start ("start", trained from); every checkpoint. Existing exports are
+    kept."""
+    from omegaconf import OmegaConf
+
+    from heads import export_head, load_head
     from train.export_checkpoint import export_checkpoint
 
     ckpts = checkpoints_of(run_dir)
     if not ckpts:
         raise SystemExit(f"{run_dir}: no checkpoints/step* to choose from")
+    cand = run_dir / "candidates"
     out = []
     for name, ckpt, start in [("start", ckpts[-1], True)] + [(c.name, c, False) for c in ckpts]:
-        head = run_dir / "candidates" / name / "head"
+        head = cand / name / "head"
         if not (head / "config.json").exists():
             export_checkpoint(ckpt, head, start=start)
         out.append(head)
+    hcfg = OmegaConf.load(run_dir / "train_config.yaml").head
+    if hcfg.get("init_rule") and hcfg.init_rule != "static":
+        rule_dir = cand / "rule" / "head"
+        if not (rule_dir / "config.json").exists():
+            head, cfg = load_head(out[0])
+            head.init_as_rule(str(hcfg.init_rule), float(hcfg.init_knob), RULE_SHARPNESS)
+            meta = {k: v for k, v in cfg.items() if k not in _FORMAT_KEYS}
+            meta["checkpoint"] = {"rule": str(hcfg.init_rule), "knob": float(hcfg.init_knob),
+                                  "sharpness": RULE_SHARPNESS}
+            export_head(head, rule_dir, meta)
+        out.insert(0, rule_dir)
     return out
 
 
 def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
     """Among the evaluated heads (method diversed), the one with the highest J = score + λ·acceptance (ties: the
-    earlier candidate, i.e. the start before any checkpoint, an earlier step before a later one)."""
+    earlier candidate: the rule, then the start, then the checkpoints by step)."""
     cands = []
     for m in rows:
         if m.get("method") != "diversed" or m.get("task_score") is None or m.get("acceptance_rate") is None:
@@ -67,8 +93,8 @@ def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
         raise ValueError("no evaluated head (method diversed) here: evaluate the candidates first (see the docstring)")
 
     def order(c: dict) -> tuple:
-        name = Path(c["head"]).parent.name  # start < step000050 < ... (a head outside candidates/ sorts last)
-        return (0, "") if name == "start" else (1, name)
+        name = Path(c["head"]).parent.name  # rule < start < step000050 < ... (a head elsewhere sorts last)
+        return {"rule": (0, ""), "start": (1, "")}.get(name, (2, name))
 
     cands.sort(key=order)
     best = max(cands, key=lambda c: c["J"])  # max keeps the first of equal J: the earliest candidate

@@ -136,6 +136,32 @@ def test_choose_head_exports_the_start_and_every_checkpoint(gsm8k_run, tmp_path)
     mtime = (heads[0] / "config.json").stat().st_mtime_ns
     assert export_candidates(run_dir) == heads and (heads[0] / "config.json").stat().st_mtime_ns == mtime
 
+    # a run started at a rule also offers the rule itself: the start made step-sharp, w = cascade_weight exactly
+    from omegaconf import OmegaConf
+
+    from specdec.targets import PAIR_FEATURES, cascade_weight
+
+    cfg_file = run_dir / "train_config.yaml"
+    tc = OmegaConf.load(cfg_file)
+    tc.head.init_rule, tc.head.init_knob = "cascade", 0.1
+    OmegaConf.save(tc, cfg_file)
+    with_rule = export_candidates(run_dir)
+    assert [h.parent.name for h in with_rule] == ["rule", *names]
+    rule, rcfg = load_head(with_rule[0])
+    assert rcfg["checkpoint"]["rule"] == "cascade" and rcfg["tokenizer_hash"] == cfg["tokenizer_hash"]
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(3 * torch.randn(500, 40, generator=g), -1)
+    q = torch.softmax(3 * torch.randn(500, 40, generator=g), -1)
+    from specdec.targets import pair_features
+
+    feats = pair_features(p, q)
+    margin = (feats[:, PAIR_FEATURES.index("max_p")] - feats[:, PAIR_FEATURES.index("max_q")] - 0.1).abs()
+    keep = margin > 1e-3  # the step is exact away from the threshold itself
+    hq, hp = torch.randn(500, rule.cfg.hidden_q, generator=g), torch.randn(500, rule.cfg.hidden_p, generator=g)
+    w = rule(hq, hp, feats)
+    assert keep.sum() > 450
+    assert torch.allclose(w[keep], cascade_weight(p, q, 0.1)[keep], atol=1e-4)
+
 
 def test_smoke_cnndm_and_mbpp_as_a_multirun_with_summary_table(micro_trio, tmp_path):
     """cnndm and mbpp, each over the target and over the contrastive pi_CD (the amateur is loaded for the latter)."""

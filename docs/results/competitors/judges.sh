@@ -16,9 +16,9 @@ for LABEL in reward selfjudge; do
   [ -f $J/head/config.json ] || $PY train/autojudge.py task=$TASK mine.prompts=400 mine.label=$LABEL hydra.run.dir=$J
   EV=(task=$TASK task.data.seed=7 seed=8 eval.num_samples=300 eval.progress=false resume=true method=autojudge
       head=$J/head)
-  $PY eval/run.py "${EV[@]}" "out_dir=$R/test/$NAME(exported)"
+  $PY eval/run.py "${EV[@]}" "out_dir='$R/test/$NAME(exported)'"
   for T in 0.03 0.1 0.3; do
-    $PY eval/run.py "${EV[@]}" method.threshold=$T "out_dir=$R/test/$NAME(t=$T)"
+    $PY eval/run.py "${EV[@]}" method.threshold=$T "out_dir='$R/test/$NAME(t=$T)'"
   done
 done
 $PY eval/pool.py $R/test --ref sd

@@ -16,4 +16,4 @@ $PY eval/frontier.py task=$TASK task.data.seed=5 seed=6 eval.num_samples=200 eva
 $PY eval/choose_head.py choose $R/val_heads/$RUN --lambda $LAM --out $R/$RUN/selected.json
 HEAD=$($PY -c "import json; print(json.load(open('$R/$RUN/selected.json'))['best']['head'])")
 $PY eval/run.py task=$TASK task.data.seed=7 seed=8 eval.num_samples=300 eval.progress=false resume=true \
-    method=diversed head=$HEAD "out_dir=$R/test/selected($RUN)"
+    method=diversed head=$HEAD "out_dir='$R/test/selected($RUN)'"
