@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Copy one task's results from runs/competitors/TASK into docs/results/competitors/TASK: the test frontier of every
+# run there (table + picture, regenerated from the run directories), each head's paired differences and its gap to
+# the rule envelope (eval/pool.py --ref), the validation tables of the start and checkpoint choices, the summaries.
+# Usage: bash docs/results/competitors/collect.sh TASK
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export HF_HUB_OFFLINE=1 WANDB_MODE=disabled
+PY=.venv/bin/python
+TASK=${1:?usage: collect.sh TASK}
+R=runs/competitors/$TASK
+D=docs/results/competitors/$TASK
+mkdir -p $D
+$PY eval/frontier.py "frontier.from_dirs=[$R/test]" out_dir=$R/replot > /dev/null 2>&1
+cp $R/replot/frontier.md $D/test_frontier.md; cp $R/replot/quality_vs_acceptance.png $D/quality_vs_acceptance.png
+[ -d $R/val ] && cp $R/val/frontier.md $D/val_frontier.md && cp $R/val/choice.json $D/choice.json
+for h in $R/test/diversed* $R/test/selected*; do
+  [ -f "$h/metrics.json" ] || continue
+  lab=$(basename "$h")
+  $PY eval/pool.py $R/test --ref "$lab" > "$D/pool_vs_$(echo "$lab" | sed 's/λ/lam/g; s/[^A-Za-z0-9._=-]/_/g').md"
+done
+for run in $R/head_*; do
+  name=$(basename $run)
+  [ -f $run/summary.json ] && cp $run/summary.json $D/${name}_summary.json
+  [ -f $run/selected.json ] && cp $run/selected.json $D/${name}_selected.json
+done
+[ -d $R/test_T0 ] && $PY eval/pool.py $R/test_T0 > $D/pool_T0.md && cp $R/test_T0/frontier.md $D/test_T0_frontier.md
+ls $D
