@@ -66,7 +66,11 @@ def export_candidates(run_dir: Path) -> list[Path]:
         rule_dir = cand / "rule" / "head"
         if not (rule_dir / "config.json").exists():
             head, cfg = load_head(out[0])
-            head.init_as_rule(str(hcfg.init_rule), float(hcfg.init_knob), RULE_SHARPNESS)
+            if head.cfg.base_rule is not None:  # a flip head is its rule at flip probability 0
+                head.out.weight.data.zero_()
+                head.out.bias.data.fill_(-RULE_SHARPNESS)
+            else:
+                head.init_as_rule(str(hcfg.init_rule), float(hcfg.init_knob), RULE_SHARPNESS)
             meta = {k: v for k, v in cfg.items() if k not in _FORMAT_KEYS}
             meta["checkpoint"] = {"rule": str(hcfg.init_rule), "knob": float(hcfg.init_knob),
                                   "sharpness": RULE_SHARPNESS}

@@ -48,11 +48,22 @@ class HeadConfig:
     mlp_hidden: int = 64
     use_hidden: bool = True  # False: a features-only head (cheap, model-agnostic)
     normalize: bool = True  # parameter-free layer norm on each hidden block: widths and scales differ
-    init_w: float = 0.5  # w at initialisation (1.0 is clamped to 1 - 1e-4: sigmoid never reaches 1)
+    init_w: float = 0.5  # w at initialisation (1.0 is clamped to 1 - 1e-4: sigmoid never reaches 1); with a
+    # base_rule, the probability of flipping the rule's decision at initialisation
+    # A training-free rule the head corrects (None: w = σ(logit)). With one, w = r + (1 − 2r)·σ(logit), r ∈ {0, 1}
+    # the rule's decision on the pair features: σ(logit) is a learned probability of flipping the rule. At a small
+    # flip probability the head *is* the rule up to that mass, yet its gradient is alive everywhere, where a sharp
+    # sigmoid of the rule's feature difference is flat (and a soft one scores below the rule).
+    base_rule: str | None = None  # cascade (max p − max q > knob) | fsd_tv (TV(p, q) > knob)
+    base_knob: float = 0.0
 
     def __post_init__(self) -> None:
         if self.arch not in ("linear", "mlp"):
             raise ValueError(f"head arch must be 'linear' or 'mlp', got {self.arch!r}")
+        if self.base_rule not in (None, "cascade", "fsd_tv"):
+            raise ValueError(f"head base_rule must be null, 'cascade' or 'fsd_tv', got {self.base_rule!r}")
+        if self.base_rule is not None and self.num_features == 0:
+            raise ValueError(f"base_rule {self.base_rule!r} reads the pair features: the head needs num_features")
         if not 0.0 <= self.init_w <= 1.0:
             raise ValueError(f"head init_w must be in [0, 1], got {self.init_w}")
         if not self.use_hidden and self.num_features == 0:
@@ -117,7 +128,20 @@ class EnsembleHead(nn.Module):
 
     def forward(self, h_q: torch.Tensor, h_p: torch.Tensor, feats: torch.Tensor | None = None) -> torch.Tensor:
         """w in [0, 1] with the leading shape of the inputs."""
-        return torch.sigmoid(self.logits(h_q, h_p, feats))
+        z = self.logits(h_q, h_p, feats)
+        if self.cfg.base_rule is None:
+            return torch.sigmoid(z)
+        r = self.rule_decision(feats).to(z.dtype)
+        return r + (1 - 2 * r) * torch.sigmoid(z)  # flip the rule's w ∈ {0, 1} with probability σ(z)
+
+    def rule_decision(self, feats: torch.Tensor) -> torch.Tensor:
+        """The base rule's decision (w = 1: verify against p) per position, bool, from the pair features."""
+        from specdec.targets import PAIR_FEATURES
+
+        at = PAIR_FEATURES.index
+        if self.cfg.base_rule == "cascade":  # SpecCascade: defer to the target iff max p − max q > t
+            return feats[..., at("max_p")] - feats[..., at("max_q")] > self.cfg.base_knob
+        return feats[..., at("tv_pq")] > self.cfg.base_knob  # Fuzzy SD, TV form: the target decides iff TV > T
 
     @torch.no_grad()
     def init_as_rule(self, rule: str, knob: float, sharpness: float = 50.0) -> None:

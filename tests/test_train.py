@@ -3,6 +3,7 @@ kill-and-resume equivalence, corrupt checkpoints. Runs are shared between assert
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -161,6 +162,35 @@ def test_choose_head_exports_the_start_and_every_checkpoint(gsm8k_run, tmp_path)
     w = rule(hq, hp, feats)
     assert keep.sum() > 450
     assert torch.allclose(w[keep], cascade_weight(p, q, 0.1)[keep], atol=1e-4)
+
+
+def test_a_flip_head_trains_exports_and_offers_its_rule(micro_trio, tmp_path):
+    """head.init_mode=flip: the run trains a rule-correcting head (HeadConfig.base_rule), every export (the trainer's,
+    a checkpoint's, the start's) keeps the rule, and choose_head's "rule" candidate is the rule at flip 0."""
+    from eval.choose_head import export_candidates
+    from train.export_checkpoint import export_checkpoint
+
+    run_dir = tmp_path / "flip"
+    p = run(smoke_args(micro_trio, run_dir, "head.init_rule=cascade", "head.init_knob=0.05", "head.init_mode=flip"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    head, cfg = load_head(run_dir / "head")
+    assert (head.cfg.base_rule, head.cfg.base_knob) == ("cascade", 0.05)
+    last = run_dir / "checkpoints" / (run_dir / "checkpoints" / "latest").read_text().strip()
+    again, _ = load_head(export_checkpoint(last, tmp_path / "again"))
+    assert again.cfg == head.cfg and all(torch.equal(again.state_dict()[k], v) for k, v in head.state_dict().items())
+    heads = export_candidates(run_dir)
+    rule, _ = load_head(heads[0])
+    start, _ = load_head(heads[1])
+    assert [h.parent.name for h in heads[:2]] == ["rule", "start"]
+    assert start.out.bias.item() == pytest.approx(math.log(0.02 / 0.98), abs=1e-5)  # flip 0.02 at the start
+    g = torch.Generator().manual_seed(0)
+    pp, qq = (torch.softmax(3 * torch.randn(300, 40, generator=g), -1) for _ in range(2))
+    from specdec.targets import cascade_weight, pair_features
+
+    hq, hp = torch.randn(300, rule.cfg.hidden_q, generator=g), torch.randn(300, rule.cfg.hidden_p, generator=g)
+    assert torch.equal(rule(hq, hp, pair_features(pp, qq)), cascade_weight(pp, qq, 0.05))
+    bad = run(smoke_args(micro_trio, tmp_path / "bad", "head.init_mode=flip"))
+    assert bad.returncode != 0 and "head.init_mode=flip corrects a rule" in bad.stdout + bad.stderr
 
 
 def test_smoke_cnndm_and_mbpp_as_a_multirun_with_summary_table(micro_trio, tmp_path):

@@ -22,13 +22,12 @@ from omegaconf import OmegaConf
 
 import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
 from data.loaders import load_examples
-from heads import EnsembleHead, HeadConfig, export_head
+from heads import EnsembleHead, export_head
 from specdec.jsonl import read_jsonl
 from specdec.loading import Models
 from specdec.models import load_config
-from specdec.targets import PAIR_FEATURES
 from train.checkpoint import read_model_states
-from train.trainer import export_meta
+from train.trainer import export_meta, head_config
 
 
 def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path | None = None,
@@ -43,9 +42,7 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
     models = Models(cfg.model)  # nothing is loaded but configs and the tokenizer (GGUF pairs included)
     hq = load_config(models.path("draft")).hidden_size
     hp = load_config(models.path("target")).hidden_size
-    hcfg = HeadConfig(hidden_q=hq, hidden_p=hp, num_features=len(PAIR_FEATURES) if cfg.head.features else 0,
-                      arch=cfg.head.arch, mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
-                      normalize=cfg.head.normalize, init_w=cfg.head.init_w)
+    hcfg = head_config(cfg.head, hq, hp)
     head = EnsembleHead(hcfg)
     head.load_state_dict(state["ref_head" if start else "module"])
     step = int(state.get("step", -1)) if "step" in state else int(ckpt.name.removeprefix("step"))

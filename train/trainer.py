@@ -156,18 +156,15 @@ class Trainer:
             raise ValueError(f"no training examples for task {cfg.task.name} (data={OmegaConf.to_container(cfg.data)})")
 
         # ---- head, its frozen copy (KL reference), DeepSpeed engine
-        hcfg = HeadConfig(hidden_q=self.models.draft.hidden_size, hidden_p=self.models.target.hidden_size,
-                          num_features=len(PAIR_FEATURES) if cfg.head.features else 0, arch=cfg.head.arch,
-                          mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden,
-                          normalize=cfg.head.normalize, init_w=cfg.head.init_w)
+        hcfg = head_config(cfg.head, self.models.draft.hidden_size, self.models.target.hidden_size)
         head = EnsembleHead(hcfg).to(device)
-        if cfg.head.get("init_rule"):  # a start on a training-free rule's curve (the KL reference is the start)
+        if cfg.head.get("init_rule") and hcfg.base_rule is None:  # a soft start on a rule's curve (KL reference)
             head.init_as_rule(str(cfg.head.init_rule), float(cfg.head.init_knob), float(cfg.head.init_sharpness))
         self.ref_head = copy.deepcopy(head).eval().requires_grad_(False)
         # algo.advantage=critic: a regressor of the fork gap G+ - G- on the head's own inputs (train/forks.py)
         self.critic = None
         if self.advantage == "critic":
-            self.critic = ForkCritic(HeadConfig(**{**hcfg.to_dict(), "init_w": 0.5}), device,
+            self.critic = ForkCritic(HeadConfig(**{**hcfg.to_dict(), "init_w": 0.5, "base_rule": None}), device,
                                      lr=float(self.algo.critic.lr), buffer=int(self.algo.critic.buffer))
         self.engine, *_ = deepspeed.initialize(model=head, model_parameters=head.parameters(),
                                                config=deepspeed_config(cfg))
@@ -567,6 +564,23 @@ class Trainer:
     def close(self) -> None:
         wandb_run.finish(self.wandb, self.wandb_summary)
         self.wandb = None
+
+
+def head_config(head: DictConfig, hidden_q: int, hidden_p: int) -> HeadConfig:
+    """The HeadConfig of a training run's `head` config group (the trainer and train/export_checkpoint.py agree).
+    head.init_mode=flip with head.init_rule: the rule itself as base_rule, corrected by a learned flip probability
+    that starts at head.init_flip (heads.HeadConfig.base_rule); soft (default): a sigmoid start (init_as_rule)."""
+    mode = str(head.get("init_mode") or "soft")
+    if mode not in ("soft", "flip"):
+        raise ValueError(f"head.init_mode must be 'soft' or 'flip', got {mode!r}")
+    flip = mode == "flip"
+    if flip and (not head.get("init_rule") or head.init_rule == "static"):
+        raise ValueError("head.init_mode=flip corrects a rule: set head.init_rule=cascade or fsd_tv (and init_knob)")
+    return HeadConfig(hidden_q=hidden_q, hidden_p=hidden_p, num_features=len(PAIR_FEATURES) if head.features else 0,
+                      arch=head.arch, mlp_hidden=head.mlp_hidden, use_hidden=head.use_hidden,
+                      normalize=head.normalize, init_w=float(head.get("init_flip", 0.02)) if flip else head.init_w,
+                      base_rule=str(head.init_rule) if flip else None,
+                      base_knob=float(head.init_knob) if flip else 0.0)
 
 
 def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict,
