@@ -2,7 +2,7 @@
 # Copy one task's results from runs/competitors/TASK into docs/results/competitors/TASK: the test frontier of every
 # run there (table + picture, regenerated from the run directories), each head's paired differences and its gap to
 # the rule envelope (eval/pool.py --ref), the validation tables of the start and checkpoint choices, the summaries.
-# Usage: bash docs/results/competitors/collect.sh TASK
+# Usage: bash docs/results/competitors/collect.sh TASK   (or real_mbpp / real_gsm8k: run_real.sh's tables)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 WANDB_MODE=disabled
@@ -11,6 +11,13 @@ TASK=${1:?usage: collect.sh TASK}
 R=runs/competitors/$TASK
 D=docs/results/competitors/$TASK
 mkdir -p $D
+if [[ $TASK == real_* ]]; then  # the real pair (run_real.sh): each temperature's directory, paired against SD
+  for d in $R/t*_n*; do
+    [ -f $d/frontier.md ] && cp $d/frontier.md $D/$(basename $d | cut -d_ -f1)_frontier.md
+    $PY eval/pool.py $d --ref sd > $D/$(basename $d | cut -d_ -f1)_pool.md 2>/dev/null || true
+  done
+  ls $D; exit 0
+fi
 $PY eval/frontier.py "frontier.from_dirs=[$R/test]" out_dir=$R/replot > /dev/null 2>&1
 cp $R/replot/frontier.md $D/test_frontier.md; cp $R/replot/quality_vs_acceptance.png $D/quality_vs_acceptance.png
 [ -d $R/val ] && cp $R/val/frontier.md $D/val_frontier.md && cp $R/val/choice.json $D/choice.json
