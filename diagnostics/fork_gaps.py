@@ -36,7 +36,7 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specdec.targets import PAIR_FEATURES  # noqa: E402
+from specdec.targets import PAIR_FEATURES, feature_rule_decision  # noqa: E402
 from train.checkpoint import read_model_states, resolve_resume  # noqa: E402
 
 ALPHAS = (1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
@@ -144,7 +144,7 @@ def cascade_split(d: dict[str, torch.Tensor], threshold: float) -> dict:
     it defers to the target, with 95% half-widths: a negative mean on the relaxed side is task value *gained* per
     unit of acceptance there."""
     f = d["feats"]
-    relax = (f[:, PAIR_FEATURES.index("max_p")] - f[:, PAIR_FEATURES.index("max_q")]) <= threshold
+    relax = ~feature_rule_decision(f, "cascade", threshold)
     out = {"threshold": threshold}
     for name, m in (("relaxed", relax), ("deferred", ~relax)):
         mean, h = mean_ci(d["y"][m]) if m.any() else (float("nan"), float("nan"))

@@ -185,8 +185,8 @@ def above_rule_envelope(data: dict[str, dict], head: str, methods: dict[str, str
                         level: float = 0.95) -> dict | None:
     """The head's score minus the upper envelope (envelope_at) of every training-free rule point (TRAINING_FREE)
     at the head's acceptance, on the prompts all of them share; prompts resampled jointly for the head and every
-    point. Also the envelope's best point at that acceptance, for the record. None when no rule point ran on all the
-    head's prompts, or the head accepts more than any of them (the envelope does not reach it)."""
+    point, and the envelope's value there. None when no rule point ran on all the head's prompts, or the head
+    accepts more than any of them (the envelope does not reach it)."""
     keys = sorted(data[head])
     pts_l = [lab for lab in data if methods.get(lab) in TRAINING_FREE and keys and set(keys) <= set(data[lab])]
     if not pts_l:
@@ -204,11 +204,8 @@ def above_rule_envelope(data: dict[str, dict], head: str, methods: dict[str, str
     rng = np.random.default_rng(seed)
     boot = np.array([gap(rng.integers(0, len(keys), len(keys))) for _ in range(N_BOOT)])
     lo, hi = np.nanquantile(boot, [(1 - level) / 2, 1 - (1 - level) / 2])
-    acc = pts[:, :, 1].sum(-1) / pts[:, :, 2].sum(-1)
-    h_acc = h[:, 1].sum() / h[:, 2].sum()
-    reach = [lab for lab, a in zip(pts_l, acc) if a >= h_acc]
-    return {"n": len(keys), "points": pts_l, "gap": g, "ci": (float(lo), float(hi)), "head_acceptance": h_acc,
-            "envelope": h[:, 0].mean() - g, "reaching": reach, "undefined_share": float(np.isnan(boot).mean())}
+    return {"n": len(keys), "points": pts_l, "gap": g, "ci": (float(lo), float(hi)),
+            "head_acceptance": h[:, 1].sum() / h[:, 2].sum(), "envelope": h[:, 0].mean() - g}
 
 
 def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None, level: float = 0.95) -> str:

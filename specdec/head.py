@@ -136,12 +136,9 @@ class EnsembleHead(nn.Module):
 
     def rule_decision(self, feats: torch.Tensor) -> torch.Tensor:
         """The base rule's decision (w = 1: verify against p) per position, bool, from the pair features."""
-        from specdec.targets import PAIR_FEATURES
+        from specdec.targets import feature_rule_decision
 
-        at = PAIR_FEATURES.index
-        if self.cfg.base_rule == "cascade":  # SpecCascade: defer to the target iff max p − max q > t
-            return feats[..., at("max_p")] - feats[..., at("max_q")] > self.cfg.base_knob
-        return feats[..., at("tv_pq")] > self.cfg.base_knob  # Fuzzy SD, TV form: the target decides iff TV > T
+        return feature_rule_decision(feats, self.cfg.base_rule, self.cfg.base_knob)
 
     @torch.no_grad()
     def init_as_rule(self, rule: str, knob: float, sharpness: float = 50.0) -> None:

@@ -111,6 +111,17 @@ def pair_features(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return torch.stack([total_variation(p, q), entropy(p), entropy(q), p.amax(-1), q.amax(-1)], dim=-1)
 
 
+def feature_rule_decision(feats: torch.Tensor, rule: str, knob: float) -> torch.Tensor:
+    """A training-free rule's decision (True: verify against p) from the pair features, bool [..]:
+    cascade is `cascade_weight` (max p − max q > knob), fsd_tv is Fuzzy SD with the TV divergence (TV > knob)."""
+    at = PAIR_FEATURES.index
+    if rule == "cascade":
+        return feats[..., at("max_p")] - feats[..., at("max_q")] > knob
+    if rule == "fsd_tv":
+        return feats[..., at("tv_pq")] > knob
+    raise ValueError(f"unknown feature rule {rule!r}; known: cascade, fsd_tv")
+
+
 # ---------------------------------------------------------------------------------------------------- rules
 
 

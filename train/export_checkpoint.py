@@ -45,9 +45,10 @@ def export_checkpoint(ckpt: str | Path, out: str | Path, run_config: str | Path 
     hcfg = head_config(cfg.head, hq, hp)
     head = EnsembleHead(hcfg)
     head.load_state_dict(state["ref_head" if start else "module"])
-    step = int(state.get("step", -1)) if "step" in state else int(ckpt.name.removeprefix("step"))
     if start:
         step = 0
+    else:
+        step = int(state.get("step", -1)) if "step" in state else int(ckpt.name.removeprefix("step"))
     window = [r for r in read_jsonl(cfg_path.parent / "metrics.jsonl") if step - 10 < r["step"] <= step]
     keys = ("task_reward", "acceptance_rate", "mean_accepted_length", "w_mean", "lam_term_per_token", "kl")
     metrics = {k: sum(r[k] for r in window) / len(window) for k in keys} if window else {}
