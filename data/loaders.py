@@ -59,7 +59,9 @@ def load_examples(
 
     holdout: {n, seed} (file data only): first drop the rows that an evaluation drawing n rows with data seed `seed`
     from the same file uses (eval/run.py: eval.num_samples, task.data.seed), so that training prompts are disjoint
-    from them. Synthetic and hub data need none: their train and test splits differ."""
+    from them. A list of them drops in order, each drawn from the rows the ones before left: [test, validation] gives
+    training rows disjoint from both, and an evaluation with holdout [test] draws validation rows disjoint from the
+    test's. Synthetic and hub data need none: their train and test splits differ."""
     task = get_task(task) if isinstance(task, str) else task
     if source not in SOURCES:
         raise DataError(f"data.source={source!r} is not one of {', '.join(SOURCES)}")
@@ -68,10 +70,10 @@ def load_examples(
     if path is not None and str(path) != "":
         rows = read_file(task, Path(path).expanduser(), split=split)
         label = f"file:{Path(path).expanduser()}"
-        if holdout is not None:
-            rows, label = _drop_holdout(rows, holdout), f"{label} minus holdout(n={holdout['n']}, seed={holdout['seed']})"
+        for h in _holdouts(holdout):
+            rows, label = _drop_holdout(rows, h), f"{label} minus holdout(n={h['n']}, seed={h['seed']})"
         return Examples(_subsample(rows, n, seed), "real", label)
-    if holdout is not None:
+    if _holdouts(holdout):
         raise DataError("data.holdout needs data.path: synthetic and hub data have separate train and test splits")
     if source == "synthetic":
         return _synthetic(task, split, n, seed)
@@ -267,6 +269,15 @@ def _sample_indices(size: int, n: int | None, seed: int) -> list[int]:
 
 def _subsample(rows: list[dict], n: int | None, seed: int) -> list[dict]:
     return [rows[i] for i in _sample_indices(len(rows), n, seed)]
+
+
+def _holdouts(holdout: Any) -> list:
+    """data.holdout as a list of {n, seed} (null: none; one mapping: one)."""
+    if holdout is None:
+        return []
+    if hasattr(holdout, "keys") or isinstance(holdout, str):  # one {n, seed} (a str fails _drop_holdout's check)
+        return [holdout]
+    return list(holdout)
 
 
 def _drop_holdout(rows: list[dict], holdout: Any) -> list[dict]:

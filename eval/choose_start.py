@@ -22,16 +22,19 @@ from eval.frontier import collect  # noqa: E402
 
 
 def start_of(m: dict) -> tuple[str, float] | None:
-    """(init_rule, init_knob) of a run the head can start at, or None."""
+    """(init_rule, init_knob) of a run the head can start at, or None. The ends of the static line are cascades
+    whose decision never changes (max p − max q lies in (−1, 1)): w = 0, the draft alone, is the cascade that never
+    defers (t = 1); w = 1, i.e. SD, the one that always does (t = −1)."""
     params = m.get("params") or {}
     if m["method"] == "cascade":
         return "cascade", float(params["threshold"])
     if m["method"] == "fsd" and params.get("divergence") == "tv":
         return "fsd_tv", float(params["threshold"])
-    if m["method"] == "static" and 0.0 < float(params["w"]) < 1.0:
-        return "static", float(params["w"])
-    if m["method"] == "sd":  # SD is w = 1: the sharpest cascade (never keep the draft) is not expressible; skip
-        return None
+    if m["method"] == "static":
+        w = float(params["w"])
+        return ("cascade", 1.0) if w <= 0.0 else ("cascade", -1.0) if w >= 1.0 else ("static", w)
+    if m["method"] == "sd":
+        return "cascade", -1.0
     return None
 
 
@@ -45,7 +48,7 @@ def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
         cands.append({"label": m["label"], "rule": start[0], "knob": start[1], "score": m["task_score"],
                       "acceptance": m["acceptance_rate"], "J": m["task_score"] + lam * m["acceptance_rate"]})
     if not cands:
-        raise ValueError("no run of cascade, fsd (divergence=tv) or static (0 < w < 1) with a task score here: run "
+        raise ValueError("no run of sd, cascade, fsd (divergence=tv) or static with a task score here: run "
                          "the validation sweep first (see this file's docstring)")
     cands.sort(key=lambda c: (c["J"], c["acceptance"]), reverse=True)
     return cands[0], cands

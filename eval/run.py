@@ -139,10 +139,11 @@ def load_task_examples(cfg: DictConfig, task: Task):
     from data.loaders import load_examples
 
     d = data_settings(cfg)
-    # the data seed (task config) is not the decoding seed: repeats with other seeds see the same examples
+    # the data seed (task config) is not the decoding seed: repeats with other seeds see the same examples.
+    # data.holdout (file data): draw from the rows other evaluations did not, e.g. a validation set beside a test set
     return load_examples(task.name, path=d.get("path"), source=d["source"], split=d["split"],
                          n=None if cfg.eval.num_samples is None else int(cfg.eval.num_samples),
-                         seed=int(d.get("seed", 0)))
+                         seed=int(d.get("seed", 0)), holdout=d.get("holdout"))
 
 
 def encode_prompts(task: Task, rows: list[dict], tokenizer, window: int, reserve: int) -> tuple[list, int]:

@@ -233,9 +233,16 @@ def test_choose_start_maximises_the_training_objective_on_validation():
             row("fsd", "fsd(kl<=1)", 0.59, 0.99, threshold=1.0, divergence="kl"),  # not expressible: skipped
             row("fsd", "fsd(tv<=0.3)", 0.50, 0.95, threshold=0.3, divergence="tv")]
     best, cands = choose(rows, 0.1)
+    # SD (w = 1) is the cascade that always defers: J 0.68 beats cascade t = 0.02's 0.647
+    assert best["label"] == "sd" and (best["rule"], best["knob"]) == ("cascade", -1.0)
+    assert {c["label"] for c in cands} == {"sd", "cascade(t=0.02)", "cascade(t=0.2)", "static(w=0.85)",
+                                           "fsd(tv<=0.3)"}
+    best, _ = choose(rows[1:], 0.1)
     assert best["label"] == "cascade(t=0.02)" and (best["rule"], best["knob"]) == ("cascade", 0.02)
-    assert {c["label"] for c in cands} == {"cascade(t=0.02)", "cascade(t=0.2)", "static(w=0.85)", "fsd(tv<=0.3)"}
     best, _ = choose(rows, 20.0)  # acceptance dominates
     assert best["label"] == "cascade(t=0.2)"
-    with pytest.raises(ValueError, match="no run of cascade"):
-        choose([rows[0]], 0.1)
+    # the draft alone (w = 0) is the cascade that never defers
+    best, _ = choose(rows + [row("static", "static(w=0)", 0.20, 1.0, w=0.0)], 20.0)
+    assert best["label"] == "static(w=0)" and (best["rule"], best["knob"]) == ("cascade", 1.0)
+    with pytest.raises(ValueError, match="no run of sd, cascade"):
+        choose([rows[4]], 0.1)

@@ -31,6 +31,13 @@ def test_at_initialisation_the_head_is_its_rule_up_to_the_flip_probability(rule,
     assert torch.allclose(w, r + (1 - 2 * r) * 0.02, atol=1e-6)
 
 
+@pytest.mark.parametrize("knob,w0", [(1.0, 0.02), (-1.0, 0.98)])
+def test_the_static_line_ends_are_cascades_that_never_change_their_decision(knob, w0):
+    # eval/choose_start.py starts a head at w = 0 (the draft alone) as cascade t = 1 and at SD as t = −1
+    *_, hq, hp, f = _inputs()
+    assert torch.allclose(_flip_head("cascade", knob, 0.02)(hq, hp, f), torch.full((400,), w0), atol=1e-6)
+
+
 def test_the_flip_gradient_is_alive_where_a_sharp_rule_start_is_flat():
     p, q, hq, hp, f = _inputs()
     flip = _flip_head()

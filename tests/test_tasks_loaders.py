@@ -128,6 +128,36 @@ def test_holdout_drops_exactly_the_rows_an_evaluation_draws(tmp_path):
         load_examples("gsm8k", path=src, holdout={"n": 16})
 
 
+def test_a_list_of_holdouts_gives_validation_and_training_rows_disjoint_from_the_test(tmp_path):
+    src = tmp_path / "many.jsonl"
+    src.write_text("".join(f'{{"question": "q{i}", "answer": "#### {i}"}}\n' for i in range(60)))
+    names = lambda ex: {r["question"] for r in ex.rows}  # noqa: E731
+    test = names(load_examples("gsm8k", path=src, n=16, seed=11))
+    val = names(load_examples("gsm8k", path=src, n=12, seed=13, holdout={"n": 16, "seed": 11}))
+    train = load_examples("gsm8k", path=src, seed=3, holdout=[{"n": 16, "seed": 11}, {"n": 12, "seed": 13}])
+    assert len(val) == 12 and not val & test
+    assert len(names(train)) == 32 and not names(train) & (test | val)
+    assert names(train) | test | val == {f"q{i}" for i in range(60)}
+    assert "holdout(n=16, seed=11) minus holdout(n=12, seed=13)" in train.source
+    assert names(load_examples("gsm8k", path=src, holdout=[])) == {f"q{i}" for i in range(60)}
+    with pytest.raises(DataError, match="data.holdout must be"):
+        load_examples("gsm8k", path=src, holdout=[{"n": 16, "seed": 11}, {"seed": 2}])
+
+
+def test_evaluation_reads_data_holdout(tmp_path):
+    from omegaconf import OmegaConf
+
+    from eval.run import load_task_examples
+
+    src = tmp_path / "many.jsonl"
+    src.write_text("".join(f'{{"question": "q{i}", "answer": "#### {i}"}}\n' for i in range(40)))
+    cfg = OmegaConf.create({"task": {"data": {"seed": 13}}, "eval": {"num_samples": 10},
+                            "data": {"path": str(src), "holdout": [{"n": 20, "seed": 11}]}})
+    val = {r["question"] for r in load_task_examples(cfg, get_task("gsm8k")).rows}
+    test = {r["question"] for r in load_examples("gsm8k", path=src, n=20, seed=11).rows}
+    assert len(val) == 10 and not val & test
+
+
 def _no_hub(*args, **kwargs):
     raise AssertionError("datasets.load_dataset must not be called when the hub is known to be unavailable")
 

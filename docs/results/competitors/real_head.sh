@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issues "strongest competitors" and "the real pair at scale" §2: a head on the real pair (Qwen2.5-Coder 1.5B target,
+# 0.5B draft, bf16), chosen on validation before the test set sees it. Fixed before any result:
+#   test        = run_real.sh's 64 problems (data seed 11, decoding seed 12; the rule table already measured there);
+#   validation  = 64 other problems (data.holdout = the test's draw; data seed 13, decoding seed 14);
+#   training    = every remaining problem (data.holdout = [test, validation]).
+#   val_a/val_b: sd, static w = 0 and the cascade (t = 0.02, 0.1, 0.3) on validation, split over the two cores;
+#   choose:      eval/choose_start.py picks the start by J = score + 0.1·acceptance (w = 0 is cascade t = 1);
+#   train:       the user's λ = 0.1, head.init_mode=flip from that start (the rule's decision, flipped with a learned
+#                probability that starts at 0.02), 8 prompts per step, lr 0.03 (10x the default: the budget allows
+#                ~30 steps where the trio's runs take 200), 45 minutes of steps on one thread, a checkpoint every
+#                12 steps; resumable;
+#   select:      eval/choose_head.py ships the rule, the start or a checkpoint by validation J (λ = 0.1);
+#   test:        the shipped head on the test problems, beside every rule of run_real.sh (eval/pool.py --ref).
+# Usage: bash docs/results/competitors/real_head.sh TASK STEP   (TASK: mbpp | gsm8k; STEP as above). Resumable.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
+PY=.venv/bin/python
+TASK=${1:?usage: real_head.sh TASK STEP}; STEP=${2:?usage: real_head.sh TASK STEP}
+case $TASK in
+  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); TOK=128 ;;
+  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); TOK=320 ;;
+  *) echo "real_head.sh: TASK is mbpp or gsm8k" >&2; exit 2 ;;
+esac
+R=runs/competitors/real_$TASK
+RUN=$R/head_flip
+MODEL=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" num_threads=1 temperature=1.0)
+VAL=("${MODEL[@]}" 'data.holdout=[{n:64,seed:11}]' task.data.seed=13 seed=14 eval.num_samples=64
+     eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
+TEST=("${MODEL[@]}" task.data.seed=11 seed=12 eval.num_samples=64 eval.max_new_tokens=$TOK eval.batch_size=8
+      eval.progress=false resume=true)
+timed() { local t0=$SECONDS; nice -n 5 "$@"; echo "[real_head.sh] $TASK $STEP took $((SECONDS - t0)) s"; }
+case $STEP in
+  val_a) timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_a 'frontier.baselines=[sd]' 'frontier.grid=[0.0]' \
+             'frontier.sweep_methods=[cascade]' 'frontier.sweeps.cascade.threshold=[0.3]' ;;
+  val_b) timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_b 'frontier.baselines=[]' 'frontier.grid=[]' \
+             'frontier.sweep_methods=[cascade]' 'frontier.sweeps.cascade.threshold=[0.02,0.1]' ;;
+  choose) $PY eval/choose_start.py $R/val_a $R/val_b --lambda 0.1 --out $R/choice.json ;;
+  train)
+    OVR=$($PY -c "import json; print(json.load(open('$R/choice.json'))['overrides'])")
+    [ -f $RUN/head/config.json ] || timed $PY train/run.py "${MODEL[@]}" \
+        'data.holdout=[{n:64,seed:11},{n:64,seed:13}]' lambda=0.1 $OVR head.init_mode=flip algo.lr=0.03 \
+        rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=$TOK train.steps=200 \
+        train.max_minutes=45 checkpoint.every=12 checkpoint.keep=10 logger=disabled progress=false resume=true \
+        hydra.run.dir=$RUN ;;
+  select)
+    HEADS=$($PY eval/choose_head.py export $RUN)
+    timed $PY eval/frontier.py "${VAL[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
+        out_dir=$R/val_heads
+    $PY eval/choose_head.py choose $R/val_heads --lambda 0.1 --out $RUN/selected.json ;;
+  test)
+    HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
+    timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected(head_flip)'"
+    $PY eval/pool.py $R/t1_n64 --ref "selected(head_flip)" ;;
+  *) echo "real_head.sh: STEP is val_a, val_b, choose, train, select or test" >&2; exit 2 ;;
+esac
