@@ -111,14 +111,16 @@ def main() -> None:
     e = sub.add_parser("export", help="export the start and every checkpoint of a training run")
     e.add_argument("run_dir", type=Path)
     c = sub.add_parser("choose", help="choose among the evaluated candidates by J on validation")
-    c.add_argument("val_dir", type=Path, help="eval/frontier.py output of the candidates on validation prompts")
+    c.add_argument("val_dirs", type=Path, nargs="+",
+                   help="eval/frontier.py output(s) of the candidates on validation prompts (several: the candidates "
+                        "split over parallel runs on the same prompts)")
     c.add_argument("--lambda", dest="lam", type=float, required=True)
     c.add_argument("--out", type=Path, required=True, help="where to write the choice (JSON)")
     args = ap.parse_args()
     if args.cmd == "export":
         print(",".join(str(h) for h in export_candidates(args.run_dir)))
         return
-    best, cands = choose(collect([args.val_dir]), args.lam)
+    best, cands = choose(collect(args.val_dirs), args.lam)
     print(f"| head | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
     for x in cands:
         print(f"| {x['head']} | {x['score']:.3f} | {x['acceptance']:.3f} | {x['J']:.4f} |{' ← chosen' if x is best else ''}")

@@ -33,3 +33,18 @@ def test_nothing_to_choose_is_a_clear_error(tmp_path):
     _run(tmp_path, "sd", "", 0.5, 0.8, method="sd")
     with pytest.raises(ValueError, match="no evaluated head"):
         choose(collect([tmp_path]), 0.1)
+
+
+def test_the_cli_chooses_across_candidates_split_over_parallel_runs(tmp_path):
+    import subprocess
+    import sys
+
+    _run(tmp_path / "a", "diversed(λ=0.1)", "r/candidates/start/head", 0.50, 0.90)        # J 0.59
+    _run(tmp_path / "b", "diversed(λ=0.1)", "r/candidates/step000012/head", 0.56, 0.80)   # J 0.64
+    out = tmp_path / "selected.json"
+    p = subprocess.run([sys.executable, "eval/choose_head.py", "choose", str(tmp_path / "a"), str(tmp_path / "b"),
+                        "--lambda", "0.1", "--out", str(out)], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[1])
+    assert p.returncode == 0, p.stderr
+    sel = json.loads(out.read_text())
+    assert sel["best"]["head"] == "r/candidates/step000012/head" and len(sel["candidates"]) == 2
