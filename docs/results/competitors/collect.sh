@@ -15,6 +15,22 @@ if [[ $TASK == real_* ]]; then  # the real pair (run_real.sh): each temperature'
   for d in $R/t*_n*; do
     [ -f $d/frontier.md ] && cp $d/frontier.md $D/$(basename $d | cut -d_ -f1)_frontier.md
     $PY eval/pool.py $d --ref sd > $D/$(basename $d | cut -d_ -f1)_pool.md 2>/dev/null || true
+    for h in "$d"/selected*; do  # real_head.sh's head against the rule envelope
+      [ -f "$h/metrics.json" ] || continue
+      $PY eval/pool.py $d --ref "$(basename "$h")" > $D/$(basename $d | cut -d_ -f1)_pool_vs_head.md
+    done
+  done
+  # real_head.sh: the validation sweep behind the start, the start's choice, the heads' validation and the choice
+  if [ -d $R/val_a ]; then
+    $PY eval/frontier.py "frontier.from_dirs=[$R/val_a,$R/val_b]" out_dir=$R/val_replot > /dev/null 2>&1
+    cp $R/val_replot/frontier.md $D/val_frontier.md
+  fi
+  [ -f $R/choice.json ] && cp $R/choice.json $D/choice.json
+  for run in $R/head_*; do
+    name=$(basename $run)
+    [ -f $run/summary.json ] && cp $run/summary.json $D/${name}_summary.json
+    [ -f $run/selected.json ] && cp $run/selected.json $D/${name}_selected.json
+    [ -f $run/metrics.jsonl ] && $PY train/plot_metrics.py $run --out $D/${name}_training.png > /dev/null 2>&1 || true
   done
   ls $D; exit 0
 fi
