@@ -67,6 +67,13 @@ def chat_stop_for(task: Task, tokenizer: Any) -> re.Pattern | None:
     return re.compile(task.chat_stop, re.S) if task.chat_stop and is_chat(tokenizer) else None
 
 
+def stops_for(task: Task, tokenizer: Any) -> tuple[str, ...]:
+    """The stop strings that cut a completion: the task's plain-prompting ones, or none where a chat stop ends the row.
+    A chat model answers with a whole message, e.g. a code block that repeats the function: HumanEval's Codex stops
+    ("\\ndef ", "\\n#", ...) would cut it at its first import."""
+    return () if chat_stop_for(task, tokenizer) is not None else tuple(task.stop)
+
+
 def stop_on_match(pattern: re.Pattern | None, tokenizer: Any) -> Callable[[list[int]], bool] | None:
     """generate(stop=...): True once a row's decoded tokens match the pattern; None (no stop) without a pattern."""
     if pattern is None:

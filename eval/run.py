@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
-from data.tasks import Task, chat_stop_for, get_task, stop_on_match
+from data.tasks import Task, chat_stop_for, get_task, stop_on_match, stops_for
 from eval.metrics import (
     acceptance_metrics,
     bootstrap_ci,
@@ -222,7 +222,7 @@ def run_method(
     if done:
         log.info(f"[eval] resuming {out_dir}: {len(done)} sample(s) done, {len(todo)} to go")
     eos = tok.eos_token_id
-    stops = tuple(task.stop)
+    stops = stops_for(task, tok)
     stop = stop_on_match(chat_stop, tok)
 
     def gen(idx: list[int], max_tokens: int, g: torch.Generator):

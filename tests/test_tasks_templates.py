@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from data.tasks import TASKS, get_task, stop_on_match
+from data.tasks import HUMANEVAL_STOP, TASKS, get_task, stop_on_match, stops_for
 
 GSM = {"question": "What is 2 + 3?", "answer": "2 + 3 = <<2+3=5>>5\n#### 5"}
 MMLU_CSV = {"question": "2 + 2 = ?", "A": "3", "B": "4", "C": "5", "D": "6", "answer": "B"}
@@ -102,6 +102,29 @@ def test_gsm8k_chat_asks_for_a_short_answer_and_ends_at_the_final_answer_line():
     assert m is not None and "3 + 4 = 7\n#### 18\nExplanation: ..."[: m.end()].endswith("#### 18\n")
     assert stop.search("#### \n") is None  # no number yet
     assert stop_on_match(None, tok) is None  # no chat stop: generate(stop=None), rows end at EOS or the cap
+
+
+def test_a_chat_models_humaneval_answer_is_not_cut_at_the_codex_stops():
+    """A chat model repeats the whole function in a code block: the Codex stops ("\\ndef ", "\\n#") would cut it at its
+    imports (the real pair scored 0 on HumanEval that way). Plain prompting keeps them: there they end the body."""
+    from eval.run import cut_at_stop
+    from rewards.code import humaneval_program
+
+    he = get_task("humaneval")
+    answer = "```python\nfrom typing import List\n\n\ndef add(a: int, b: int) -> int:\n    # sum\n    return a + b\n```"
+    chat_stops = stops_for(he, ChatTokenizer())
+    assert chat_stops == () and cut_at_stop(answer, chat_stops) == answer
+    assert re.compile(he.chat_stop, re.S).search(answer).end() == len(answer)  # the row ends at the closed block
+    ref = {"prompt": "def add(a: int, b: int) -> int:\n", "test": "def check(f):\n    assert f(2, 3) == 5\n",
+           "entry_point": "add"}
+    assert "return a + b" in "".join(src for _, src in humaneval_program(answer, ref))
+
+    class NoChat:
+        chat_template = None
+
+    assert stops_for(he, NoChat()) == HUMANEVAL_STOP
+    assert cut_at_stop("    return a + b\ndef other():\n", stops_for(he, NoChat())) == "    return a + b"
+    assert stops_for(get_task("cnndm"), ChatTokenizer()) == get_task("cnndm").stop  # no chat stop: plain stops
 
 
 @pytest.fixture

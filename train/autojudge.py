@@ -102,7 +102,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
     if label not in ("reward", "selfjudge"):
         raise ValueError(f"mine.label must be 'reward' (AutoJudge) or 'selfjudge', got {label!r}")
     sj = {"window": 20, "threshold": 0.5, **(selfjudge or {})}
-    from data.tasks import chat_stop_for, stop_on_match
+    from data.tasks import chat_stop_for, stop_on_match, stops_for
     from rewards import score
     from specdec.generate import generate
     from specdec.proposers import DraftModelProposer
@@ -127,7 +127,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                        stop=stop_on_match(chat, models.tokenizer))
         comps = []
         for toks in gen.tokens:  # keep the completion up to its stop string: tokens after it are never scored
-            _, keep = cut(models.tokenizer, toks, tuple(task.stop))
+            _, keep = cut(models.tokenizer, toks, stops_for(task, models.tokenizer))
             comps.append(toks[:keep] or toks[:1])
         greedy = sum(len(t) for t in gen.tokens)  # the target's greedy paths (forks are counted below)
         stats["decoded_tokens"] += greedy
@@ -159,7 +159,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                 important = (gap > float(sj["threshold"])).float()
             else:
                 f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
-                              max_new_tokens=max_new_tokens, temperature=temperature, stops=tuple(task.stop),
+                              max_new_tokens=max_new_tokens, temperature=temperature, stops=stops_for(task, models.tokenizer),
                               seed=seed + start, cut_at_stop=cut, continuation="greedy_target",
                               fork_tokens=(x_plus, torch.tensor(x_minus), tv))
                 gap = f.g_plus - f.g_minus

@@ -212,7 +212,7 @@ RESUME_MAY_CHANGE = ("resume", "train.steps", "train.cache_teacher", "checkpoint
 def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
     from data.loaders import load_examples
-    from data.tasks import chat_stop_for, get_task
+    from data.tasks import chat_stop_for, get_task, stops_for
     from specdec.jsonl import append_jsonl, read_jsonl, truncate_steps
     from specdec.loading import Models
     from specdec.models import encode_prompt, resolve_device
@@ -248,7 +248,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
             limit = s.max_new_tokens or (cfg.task.max_new_tokens if name == cfg.task.name else task.max_new_tokens)
             out += sample_completions(target, tok, prompts[name], per_prompt=int(s.per_prompt),
                                       temperature=float(s.temperature), max_new_tokens=int(limit),
-                                      batch_size=int(s.batch_size), stops=tuple(task.stop), seed=int(cfg.seed),
+                                      batch_size=int(s.batch_size), stops=stops_for(task, tok), seed=int(cfg.seed),
                                       progress=bool(cfg.progress), chat_stop=chat_stop_for(task, tok))
         return out
 

@@ -106,7 +106,7 @@ class Trainer:
 
         import data.build_models  # noqa: F401 (registers the embedded-trio builder: model=tiny is built on first use)
         from data.loaders import load_examples
-        from data.tasks import chat_stop_for, get_task
+        from data.tasks import chat_stop_for, get_task, stops_for
 
         self.cfg, self.run_dir, self.device, self.rank, self.world = cfg, run_dir, device, rank, world
         self.lam = float(cfg["lambda"])
@@ -150,6 +150,7 @@ class Trainer:
         self.data_label = ex.label
         # chat models end a row at the task's chat stop (a closed code block), exactly as eval/run.py does
         self.chat_stop = chat_stop_for(self.task, tok)
+        self.stops = stops_for(self.task, tok)  # the plain-prompting stops, none where the chat stop ends rows
         self.prompts = [encode_prompt(tok, self.task.format_prompt(row, tokenizer=tok)) for row in ex.rows]
         self.refs = [self.task.reference(row) for row in ex.rows]
         if not self.prompts:
@@ -248,7 +249,7 @@ class Trainer:
         self.head.eval()
         batch = rollout(self.models, self.head, prompts, target_cfg=self.target_cfg, gamma=r.gamma,
                         max_new_tokens=self.max_new_tokens, temperature=r.temperature,
-                        stops=tuple(self.task.stop), chat_stop=self.chat_stop, generator=gen)
+                        stops=self.stops, chat_stop=self.chat_stop, generator=gen)
         t_rollout = time.perf_counter() - t_start
         if cfg.fault.kill_at_step is not None and step == cfg.fault.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)  # fault injection for the resume test: die mid-step
@@ -345,7 +346,7 @@ class Trainer:
         r = self.cfg.rollout
         return run_forks(self.models, make_rule(self.head, self.target_cfg), prompts, b.tokens, positions,
                          score_fn=score_fn, lam=self.lam, gamma=int(r.gamma), max_new_tokens=self.max_new_tokens,
-                         temperature=float(r.temperature), stops=tuple(self.task.stop),
+                         temperature=float(r.temperature), stops=self.stops,
                          seed=rollout_seed(self.cfg.seed, step, 7 + self.rank),
                          cut_at_stop=functools.partial(cut_at_stop, chat_stop=self.chat_stop),
                          continuation=str(f.continuation), prefix_lam=prefix_lam)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue "the real pair at scale" §3, code: all 164 HumanEval problems (never trained on), the real pair (Qwen2.5-Coder
+# 1.5B target, 0.5B draft, bf16), T = 1, γ = 4, batch 8, one thread, decoding seed 12, the task's 300 new tokens.
+# Fixed before any result, in this order (one directory; a kill loses at most the batch in flight):
+#   rules: sd, static w = 0 (the 0.5B alone) and 0.5, typical ε = 0.3 and cascade t = 0.02 (the two best rules of the
+#          real MBPP test table, run_real.sh);
+#   head:  the MBPP head real_head.sh shipped (its selected.json), as "selected(head_flip)".
+# Resumable (rerun the same command). Usage: bash docs/results/competitors/real_humaneval.sh [rules | head | all]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
+PY=.venv/bin/python
+STEP=${1:-all}
+R=runs/competitors/real_humaneval/t1_n164
+COMMON=(task=humaneval model=qwen25coder_15b_05b temperature=1.0 seed=12 eval.num_samples=164 eval.batch_size=8
+        num_threads=1 task.reward_opts.max_workers=1 eval.progress=false resume=true)
+timed() { local t0=$SECONDS; nice -n 5 "$@"; echo "[real_humaneval.sh] $STEP took $((SECONDS - t0)) s"; }
+if [[ $STEP == all || $STEP == rules ]]; then
+  timed $PY eval/frontier.py "${COMMON[@]}" out_dir=$R 'frontier.baselines=[sd]' 'frontier.grid=[0.0,0.5]' \
+      'frontier.sweep_methods=[typical,cascade]' 'frontier.sweeps.typical.epsilon=[0.3]' \
+      'frontier.sweeps.cascade.threshold=[0.02]'
+fi
+if [[ $STEP == all || $STEP == head ]]; then
+  HEAD=$($PY -c "import json; print(json.load(open('runs/competitors/real_mbpp/head_flip/selected.json'))['best']['head'])")
+  timed $PY eval/run.py "${COMMON[@]}" method=diversed head=$HEAD "out_dir='$R/selected(head_flip)'"
+  $PY eval/pool.py $R --ref "selected(head_flip)"
+fi
