@@ -7,10 +7,14 @@
 #   val_a/val_b: sd, static w = 0 and the cascade (t = 0.02, 0.1, 0.3) on validation, split over the two cores;
 #   choose:      eval/choose_start.py picks the start by J = score + 0.1·acceptance (w = 0 is cascade t = 1);
 #   train:       the user's λ = 0.1, head.init_mode=flip from that start (the rule's decision, flipped with a learned
-#                probability that starts at 0.02), 8 prompts per step, lr 0.03 (10x the default: the budget allows
-#                ~30 steps where the trio's runs take 200), 45 minutes of steps on one thread, a checkpoint every
-#                12 steps; resumable;
-#   select:      eval/choose_head.py ships the rule, the start or a checkpoint by validation J (λ = 0.1);
+#                probability that starts at 0.02), features only (head.use_hidden=false), 8 prompts per step,
+#                lr 0.03 (10x the default: the budget allows ~30 steps where the trio's runs take 200), 45 minutes of
+#                steps on one thread, a checkpoint every 12 steps; resumable. (Changed after the first attempt, with
+#                the hidden states and before any evaluation of it: Adam moves each of the 896 + 1536 hidden weights
+#                by ~lr in its first step, so the logit moved by ~lr·Σ|h| ≈ 50, w saturated at 1 after one step and
+#                the gradient died (1e-11); kept in head_flip_hidden_lr03_collapsed.)
+#   select_a/select_b, then select: eval/choose_head.py ships the rule, the start or a checkpoint by validation J
+#                (λ = 0.1), the candidates evaluated on the validation problems in two halves, one per core;
 #   test:        the shipped head on the test problems, beside every rule of run_real.sh (eval/pool.py --ref).
 # Usage: bash docs/results/competitors/real_head.sh TASK STEP   (TASK: mbpp | gsm8k; STEP as above). Resumable.
 set -euo pipefail
@@ -25,11 +29,11 @@ case $TASK in
 esac
 R=runs/competitors/real_$TASK
 RUN=$R/head_flip
-MODEL=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" num_threads=1 temperature=1.0)
-VAL=("${MODEL[@]}" 'data.holdout=[{n:64,seed:11}]' task.data.seed=13 seed=14 eval.num_samples=64
+MODEL=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" num_threads=1)
+VAL=("${MODEL[@]}" temperature=1.0 'data.holdout=[{n:64,seed:11}]' task.data.seed=13 seed=14 eval.num_samples=64
      eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
-TEST=("${MODEL[@]}" task.data.seed=11 seed=12 eval.num_samples=64 eval.max_new_tokens=$TOK eval.batch_size=8
-      eval.progress=false resume=true)
+TEST=("${MODEL[@]}" temperature=1.0 task.data.seed=11 seed=12 eval.num_samples=64 eval.max_new_tokens=$TOK
+      eval.batch_size=8 eval.progress=false resume=true)
 timed() { local t0=$SECONDS; nice -n 5 "$@"; echo "[real_head.sh] $TASK $STEP took $((SECONDS - t0)) s"; }
 case $STEP in
   val_a) timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_a 'frontier.baselines=[sd]' 'frontier.grid=[0.0]' \
@@ -40,18 +44,21 @@ case $STEP in
   train)
     OVR=$($PY -c "import json; print(json.load(open('$R/choice.json'))['overrides'])")
     [ -f $RUN/head/config.json ] || timed $PY train/run.py "${MODEL[@]}" \
-        'data.holdout=[{n:64,seed:11},{n:64,seed:13}]' lambda=0.1 $OVR head.init_mode=flip algo.lr=0.03 \
+        'data.holdout=[{n:64,seed:11},{n:64,seed:13}]' lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
+        algo.lr=0.03 \
         rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=$TOK train.steps=200 \
         train.max_minutes=45 checkpoint.every=12 checkpoint.keep=10 logger=disabled progress=false resume=true \
         hydra.run.dir=$RUN ;;
-  select)
-    HEADS=$($PY eval/choose_head.py export $RUN)
+  select_a|select_b)  # the candidates split over the two cores (every other one), then `choose`s them
+    HALF=$([[ $STEP == select_a ]] && echo 1 || echo 0)
+    HEADS=$(flock $RUN/.export.lock $PY eval/choose_head.py export $RUN | tr , '\n' | awk -v k=$HALF 'NR % 2 == k' |
+            paste -sd, -)
     timed $PY eval/frontier.py "${VAL[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
-        out_dir=$R/val_heads
-    $PY eval/choose_head.py choose $R/val_heads --lambda 0.1 --out $RUN/selected.json ;;
+        out_dir=$R/val_heads_${STEP#select_} ;;
+  select) $PY eval/choose_head.py choose $R/val_heads_a $R/val_heads_b --lambda 0.1 --out $RUN/selected.json ;;
   test)
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
     timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected(head_flip)'"
     $PY eval/pool.py $R/t1_n64 --ref "selected(head_flip)" ;;
-  *) echo "real_head.sh: STEP is val_a, val_b, choose, train, select or test" >&2; exit 2 ;;
+  *) echo "real_head.sh: STEP is val_a, val_b, choose, train, select_a, select_b, select or test" >&2; exit 2 ;;
 esac
