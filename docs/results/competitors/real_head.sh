@@ -40,6 +40,10 @@ case $STEP in
              'frontier.sweep_methods=[cascade]' 'frontier.sweeps.cascade.threshold=[0.3]' ;;
   val_b) timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_b 'frontier.baselines=[]' 'frontier.grid=[]' \
              'frontier.sweep_methods=[cascade]' 'frontier.sweeps.cascade.threshold=[0.02,0.1]' ;;
+  val_c) # added after the test result (typical acceptance sets the envelope there, +17 over SD): the same rule on
+         # the validation problems, to see whether that lead holds on 64 other problems
+    timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_c 'frontier.baselines=[]' 'frontier.grid=[]' \
+        'frontier.sweep_methods=[typical]' 'frontier.sweeps.typical.epsilon=[0.3,0.1]' ;;
   choose) $PY eval/choose_start.py $R/val_a $R/val_b --lambda 0.1 --out $R/choice.json ;;
   train)
     OVR=$($PY -c "import json; print(json.load(open('$R/choice.json'))['overrides'])")
@@ -60,5 +64,5 @@ case $STEP in
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
     timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected(head_flip)'"
     $PY eval/pool.py $R/t1_n64 --ref "selected(head_flip)" ;;
-  *) echo "real_head.sh: STEP is val_a, val_b, choose, train, select_a, select_b, select or test" >&2; exit 2 ;;
+  *) echo "real_head.sh: STEP is val_a, val_b, val_c, choose, train, select_a, select_b, select or test" >&2; exit 2 ;;
 esac
