@@ -417,3 +417,42 @@ def test_save_pretrained_and_from_pretrained_round_trip_with_the_export_checks(t
     weights.write_bytes(weights.read_bytes()[:-1] + b"\x00")
     with pytest.raises(DrafterMismatchError, match="sha256"):
         DrafterNet.from_pretrained(out, target=model)
+
+
+def test_a_killed_draw_of_target_samples_resumes_to_the_uninterrupted_draw(micro_trio, tmp_path, monkeypatch):
+    """The 1.5B's thousands of samples take hours: each batch is saved as it is drawn (samples.partial.jsonl) and
+    draws from its own seed, so a draw killed after some batches continues to exactly the uninterrupted samples."""
+    import train.drafter as drafter
+
+    args = ("data.n_train=8", "samples.batch_size=2", "train.steps=1")
+    _train(micro_trio, tmp_path / "whole", *args)
+    whole = json.loads((tmp_path / "whole" / "samples.json").read_text())["sequences"]
+    assert len(whole) == 8 and not (tmp_path / "whole" / "samples.partial.jsonl").exists()
+
+    real, calls = drafter.sample_completions, {"n": 0}
+
+    def dies_after_two_batches(*a, on_batch=None, **kw):
+        def save_then_maybe_die(i, seqs):
+            on_batch(i, seqs)
+            calls["n"] += 1
+            if calls["n"] == 2:
+                raise KeyboardInterrupt("killed")
+        return real(*a, on_batch=save_then_maybe_die, **kw)
+
+    monkeypatch.setattr(drafter, "sample_completions", dies_after_two_batches)
+    with pytest.raises(KeyboardInterrupt):
+        _train(micro_trio, tmp_path / "killed", *args)
+    partial = tmp_path / "killed" / "samples.partial.jsonl"
+    assert len(partial.read_text().splitlines()) == 3 and not (tmp_path / "killed" / "samples.json").exists()
+    with partial.open("a") as f:
+        f.write('{"task": "gsm8k", "batch": 4, "se')  # a torn last line (killed mid-write) is dropped
+    drawn = []
+
+    def counts(*a, on_batch=None, **kw):
+        return real(*a, on_batch=lambda i, seqs: (drawn.append(i), on_batch(i, seqs)), **kw)
+
+    monkeypatch.setattr(drafter, "sample_completions", counts)
+    _train(micro_trio, tmp_path / "killed", *args, "resume=true")
+    assert drawn == [4, 6]  # only the batches the kill left undrawn
+    assert json.loads((tmp_path / "killed" / "samples.json").read_text())["sequences"] == whole
+    assert not partial.exists()

@@ -24,6 +24,7 @@ import math
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python train/drafter.py`: make the repo root importable
@@ -52,24 +53,61 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------- data
 def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_prompt: int, temperature: float,
                        max_new_tokens: int, batch_size: int, stops: tuple[str, ...], seed: int,
-                       progress: bool, chat_stop: re.Pattern | None = None) -> list[list[int]]:
+                       progress: bool, chat_stop: re.Pattern | None = None,
+                       done: dict[int, list[list[int]]] | None = None,
+                       on_batch: Callable[[int, list[list[int]]], None] | None = None) -> list[list[int]]:
     """prompt + the target's own completion (cut after a stop string, the chat stop or EOS, as evaluation cuts
-    rows), per_prompt samples per prompt."""
+    rows), per_prompt samples per prompt. Each batch draws from its own seed, so `done` (batch start -> its
+    sequences, e.g. read back after a kill) is skipped and the result equals an uninterrupted draw; `on_batch` gets
+    each newly drawn batch (to save it)."""
     from data.tasks import stop_on_match
     from specdec.generate import generate
     from train.rollout import cut_at_stop
 
     jobs = [p for p in prompts for _ in range(per_prompt)]
     out: list[list[int]] = []
-    gen = torch.Generator(target.device).manual_seed(seed)
+    done = done or {}
     stop = stop_on_match(chat_stop, tokenizer)
-    for i in tqdm(range(0, len(jobs), batch_size), desc="target samples", disable=not progress, leave=False):
+    starts = range(0, len(jobs), batch_size)
+    bar = tqdm(starts, desc="target samples", disable=not progress, leave=False,
+               initial=sum(i in done for i in starts), total=len(starts))
+    for i in starts:
+        if i in done:
+            out += done[i]
+            continue
         batch = jobs[i:i + batch_size]
+        gen = torch.Generator(target.device).manual_seed(seed * 1_000_003 + i)
         res = generate(target, None, batch, gamma=0, max_new_tokens=max_new_tokens, temperature=temperature,
                        eos_token_id=tokenizer.eos_token_id, generator=gen, records=False, stop=stop)
+        seqs = []
         for p, toks in zip(batch, res.tokens):
             _, keep = cut_at_stop(tokenizer, toks, stops, chat_stop)
-            out.append(list(p) + list(toks[:keep]))
+            seqs.append(list(p) + list(toks[:keep]))
+        if on_batch is not None:
+            on_batch(i, seqs)
+        out += seqs
+        bar.update(1)
+    bar.close()
+    return out
+
+
+def sample_batches(path: Path, signature: dict) -> dict[str, dict[int, list[list[int]]]]:
+    """The batches of target samples a killed run already drew (task -> batch start -> sequences), from the partial
+    file `path` (first line: the signature; a torn last line is dropped). One drawn under another signature is
+    refused."""
+    from specdec.jsonl import read_jsonl, repair_jsonl, settings_diff
+
+    if not path.is_file():
+        return {}
+    repair_jsonl(path)
+    rows = read_jsonl(path)
+    if rows and rows[0].get("signature") != signature:
+        raise ValueError(f"{path} holds target samples drawn under other settings "
+                         f"({'; '.join(settings_diff(rows[0].get('signature') or {}, signature))}): train in a new "
+                         "run directory, or delete it to draw new samples")
+    out: dict[str, dict[int, list[list[int]]]] = {}
+    for r in rows[1:]:
+        out.setdefault(r["task"], {})[int(r["batch"])] = r["seqs"]
     return out
 
 
@@ -241,7 +279,14 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
         if not prompts[name]:
             raise ValueError(f"no training prompts for task {name} (data={OmegaConf.to_container(cfg.data)})")
 
+    partial = run_dir / "samples.partial.jsonl"  # each batch as it is drawn: a killed draw resumes where it stopped
+
     def draw() -> list[list[int]]:
+        from specdec.jsonl import append_jsonl
+
+        done = sample_batches(partial, json.loads(json.dumps(signature)))
+        if not partial.is_file() or not partial.read_text().strip():
+            append_jsonl(partial, [{"signature": signature}])
         out = []
         for name in names:
             task = get_task(name)
@@ -249,7 +294,10 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
             out += sample_completions(target, tok, prompts[name], per_prompt=int(s.per_prompt),
                                       temperature=float(s.temperature), max_new_tokens=int(limit),
                                       batch_size=int(s.batch_size), stops=stops_for(task, tok), seed=int(cfg.seed),
-                                      progress=bool(cfg.progress), chat_stop=chat_stop_for(task, tok))
+                                      progress=bool(cfg.progress), chat_stop=chat_stop_for(task, tok),
+                                      done=done.get(name),
+                                      on_batch=lambda i, seqs, name=name: append_jsonl(
+                                          partial, [{"task": name, "batch": i, "seqs": seqs}]))
         return out
 
     saved_cfg = run_dir / "drafter_config.yaml"
@@ -267,6 +315,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
                  "task_max_new_tokens": cfg.task.get("max_new_tokens")}
     max_len = int(cfg.train.max_len or target.max_positions)
     seqs = [q[:max_len] for q in load_or_sample(run_dir / "samples.json", draw, signature) if len(q) >= 2]
+    partial.unlink(missing_ok=True)  # samples.json holds them all now
 
     k = cfg.drafter.draft_vocab
     draft_ids = draft_vocabulary(seqs, int(k), target.vocab_size) if k else None
