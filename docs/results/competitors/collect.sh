@@ -22,7 +22,8 @@ if [[ $TASK == real_* ]]; then  # the real pair (run_real.sh): each temperature'
   done
   # real_head.sh: the validation sweep behind the start, the start's choice, the heads' validation and the choice
   if [ -d $R/val_a ]; then
-    $PY eval/frontier.py "frontier.from_dirs=[$R/val_a,$R/val_b]" out_dir=$R/val_replot > /dev/null 2>&1
+    VALS=$(ls -d $R/val_a $R/val_b $R/val_c 2>/dev/null | paste -sd, -)
+    $PY eval/frontier.py "frontier.from_dirs=[$VALS]" out_dir=$R/val_replot > /dev/null 2>&1
     cp $R/val_replot/frontier.md $D/val_frontier.md
   fi
   [ -f $R/choice.json ] && cp $R/choice.json $D/choice.json
