@@ -115,6 +115,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
     # chat models: rows end at the task's chat stop, as evaluation and the trainer end them (mismatches after it
     # are never decoded there, and the texts scored must be the ones evaluation scores)
     chat = chat_stop_for(task, models.tokenizer)
+    stops = stops_for(task, models.tokenizer)
     cut = functools.partial(cut_at_stop, chat_stop=chat)
     out: dict[str, list[torch.Tensor]] = {k: [] for k in ("h_q", "h_p", "feats", "label", "tv", "gap", "prompt",
                                                                  "position")}
@@ -127,7 +128,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                        stop=stop_on_match(chat, models.tokenizer))
         comps = []
         for toks in gen.tokens:  # keep the completion up to its stop string: tokens after it are never scored
-            _, keep = cut(models.tokenizer, toks, stops_for(task, models.tokenizer))
+            _, keep = cut(models.tokenizer, toks, stops)
             comps.append(toks[:keep] or toks[:1])
         greedy = sum(len(t) for t in gen.tokens)  # the target's greedy paths (forks are counted below)
         stats["decoded_tokens"] += greedy
@@ -159,7 +160,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                 important = (gap > float(sj["threshold"])).float()
             else:
                 f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
-                              max_new_tokens=max_new_tokens, temperature=temperature, stops=stops_for(task, models.tokenizer),
+                              max_new_tokens=max_new_tokens, temperature=temperature, stops=stops,
                               seed=seed + start, cut_at_stop=cut, continuation="greedy_target",
                               fork_tokens=(x_plus, torch.tensor(x_minus), tv))
                 gap = f.g_plus - f.g_minus

@@ -69,8 +69,8 @@ def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_promp
     done = done or {}
     stop = stop_on_match(chat_stop, tokenizer)
     starts = range(0, len(jobs), batch_size)
-    bar = tqdm(starts, desc="target samples", disable=not progress, leave=False,
-               initial=sum(i in done for i in starts), total=len(starts))
+    bar = tqdm(total=len(starts), initial=sum(i in done for i in starts), desc="target samples",
+               disable=not progress, leave=False)
     for i in starts:
         if i in done:
             out += done[i]
@@ -91,20 +91,29 @@ def sample_completions(target, tokenizer, prompts: list[list[int]], *, per_promp
     return out
 
 
+def _same_signature(path: Path, old: dict, signature: dict) -> None:
+    """Refuse samples in `path` drawn under other settings than `signature` (never silently reused)."""
+    from specdec.jsonl import settings_diff
+
+    if old != signature:
+        raise ValueError(f"{path} holds target samples drawn under other settings "
+                         f"({'; '.join(settings_diff(old, signature))}): train in a new run directory, or "
+                         f"delete it to draw new samples")
+
+
 def sample_batches(path: Path, signature: dict) -> dict[str, dict[int, list[list[int]]]]:
     """The batches of target samples a killed run already drew (task -> batch start -> sequences), from the partial
-    file `path` (first line: the signature; a torn last line is dropped). One drawn under another signature is
-    refused."""
-    from specdec.jsonl import read_jsonl, repair_jsonl, settings_diff
+    file `path` (first line: the signature, written here when the file holds none; a torn last line is dropped).
+    One drawn under another signature is refused."""
+    from specdec.jsonl import append_jsonl, read_jsonl, repair_jsonl
 
-    if not path.is_file():
+    if path.is_file():
+        repair_jsonl(path)
+    rows = read_jsonl(path) if path.is_file() else []
+    if not rows:
+        append_jsonl(path, [{"signature": signature}])
         return {}
-    repair_jsonl(path)
-    rows = read_jsonl(path)
-    if rows and rows[0].get("signature") != signature:
-        raise ValueError(f"{path} holds target samples drawn under other settings "
-                         f"({'; '.join(settings_diff(rows[0].get('signature') or {}, signature))}): train in a new "
-                         "run directory, or delete it to draw new samples")
+    _same_signature(path, rows[0].get("signature") or {}, signature)
     out: dict[str, dict[int, list[list[int]]]] = {}
     for r in rows[1:]:
         out.setdefault(r["task"], {})[int(r["batch"])] = r["seqs"]
@@ -115,16 +124,12 @@ def load_or_sample(path: Path, make, signature: dict | None = None) -> list[list
     """The sample set of a run: read back when the run directory holds one drawn under the same `signature` (the
     target's weights, tasks, data and sampling settings), drawn (and written atomically) when it holds none; one
     drawn under another signature is refused, never silently reused."""
-    from specdec.jsonl import settings_diff
-
     signature = json.loads(json.dumps(signature or {}))  # as stored
     if path.is_file():
         saved = json.loads(path.read_text())
         old = saved.get("signature")  # files from before signatures were recorded: accepted
-        if old is not None and old != signature:
-            raise ValueError(f"{path} holds target samples drawn under other settings "
-                             f"({'; '.join(settings_diff(old, signature))}): train in a new run directory, or "
-                             f"delete it to draw new samples")
+        if old is not None:
+            _same_signature(path, old, signature)
         return saved["sequences"]
     seqs = make()
     atomic_write_text(path, json.dumps({"signature": signature, "sequences": seqs}))
@@ -282,11 +287,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     partial = run_dir / "samples.partial.jsonl"  # each batch as it is drawn: a killed draw resumes where it stopped
 
     def draw() -> list[list[int]]:
-        from specdec.jsonl import append_jsonl
-
-        done = sample_batches(partial, json.loads(json.dumps(signature)))
-        if not partial.is_file() or not partial.read_text().strip():
-            append_jsonl(partial, [{"signature": signature}])
+        done = sample_batches(partial, signature)
         out = []
         for name in names:
             task = get_task(name)
@@ -309,10 +310,11 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
                              f"{'; '.join(changed)}. Resume with the same settings (only "
                              f"{', '.join(RESUME_MAY_CHANGE)} may change), or train into a new run directory")
     fingerprint = models.fingerprints(("target",))["target"]
-    signature = {"target": fingerprint, "tasks": names, "seed": int(cfg.seed),
-                 "data": OmegaConf.to_container(cfg.data, resolve=True),
-                 "samples": OmegaConf.to_container(cfg.samples, resolve=True),
-                 "task_max_new_tokens": cfg.task.get("max_new_tokens")}
+    signature = json.loads(json.dumps({  # as stored (compared with the files' signatures)
+        "target": fingerprint, "tasks": names, "seed": int(cfg.seed),
+        "data": OmegaConf.to_container(cfg.data, resolve=True),
+        "samples": OmegaConf.to_container(cfg.samples, resolve=True),
+        "task_max_new_tokens": cfg.task.get("max_new_tokens")}))
     max_len = int(cfg.train.max_len or target.max_positions)
     seqs = [q[:max_len] for q in load_or_sample(run_dir / "samples.json", draw, signature) if len(q) >= 2]
     partial.unlink(missing_ok=True)  # samples.json holds them all now
