@@ -1,7 +1,7 @@
 """Choose the training start of a head on validation prompts: among the training-free rules the head can express
-(SpecCascade, Fuzzy SD with the TV divergence, static weights), the run that maximises the training objective
-J = task score + λ · acceptance rate, read from an eval/frontier.py directory run on a validation set (prompts
-disjoint from training and from every test set). Prints every candidate's J and the Hydra overrides that start
+(SpecCascade, Fuzzy SD with the TV divergence, static weights, typical acceptance through a truncating head), the
+run that maximises the training objective J = task score + λ · acceptance rate, read from an eval/frontier.py
+directory run on a validation set (prompts disjoint from training and from every test set). Prints every candidate's J and the Hydra overrides that start
 training there (EnsembleHead.init_as_rule); writes choice.json beside the runs.
 
     python eval/frontier.py task=gsm8k data.split=validation frontier.baselines=[sd] \\
@@ -21,21 +21,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from eval.frontier import collect  # noqa: E402
 
 
-def start_of(m: dict) -> tuple[str, float] | None:
-    """(init_rule, init_knob) of a run the head can start at, or None. The ends of the static line are cascades
-    whose decision never changes (max p − max q lies in (−1, 1)): w = 0, the draft alone, is the cascade that never
-    defers (t = 1); w = 1, i.e. SD, the one that always does (t = −1)."""
+def start_of(m: dict) -> tuple[str, float, float] | None:
+    """(init_rule, init_knob, typical_epsilon) of a run the head can start at, or None. The ends of the static line
+    are cascades whose decision never changes (max p − max q lies in (−1, 1)): w = 0, the draft alone, is the
+    cascade that never defers (t = 1); w = 1, i.e. SD, the one that always does (t = −1). Typical acceptance is the
+    truncating head (target.typical_epsilon = ε) at w = 0, the cascade that never defers, when its δ is Medusa's
+    default sqrt(ε) (the head's truncation uses that δ)."""
     params = m.get("params") or {}
     if m["method"] == "cascade":
-        return "cascade", float(params["threshold"])
+        return "cascade", float(params["threshold"]), 0.0
     if m["method"] == "fsd" and params.get("divergence") == "tv":
-        return "fsd_tv", float(params["threshold"])
+        return "fsd_tv", float(params["threshold"]), 0.0
     if m["method"] == "static":
         w = float(params["w"])
-        return ("cascade", 1.0) if w <= 0.0 else ("cascade", -1.0) if w >= 1.0 else ("static", w)
+        return ("cascade", 1.0, 0.0) if w <= 0.0 else ("cascade", -1.0, 0.0) if w >= 1.0 else ("static", w, 0.0)
     if m["method"] == "sd":
-        return "cascade", -1.0
+        return "cascade", -1.0, 0.0
+    if m["method"] == "typical":
+        eps = float(params["epsilon"])
+        if 0.0 < eps <= 1.0 and abs(float(params.get("delta", eps ** 0.5)) - eps ** 0.5) < 1e-9:
+            return "cascade", 1.0, eps
     return None
+
+
+def overrides_of(c: dict) -> str:
+    """The Hydra overrides that start training at candidate c."""
+    out = f"head.init_rule={c['rule']} head.init_knob={c['knob']:g}"
+    return out + (f" target.typical_epsilon={c['typical_epsilon']:g}" if c.get("typical_epsilon") else "")
 
 
 def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
@@ -45,10 +57,11 @@ def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
         start = start_of(m)
         if start is None or m.get("task_score") is None or m.get("acceptance_rate") is None:
             continue
-        cands.append({"label": m["label"], "rule": start[0], "knob": start[1], "score": m["task_score"],
-                      "acceptance": m["acceptance_rate"], "J": m["task_score"] + lam * m["acceptance_rate"]})
+        cands.append({"label": m["label"], "rule": start[0], "knob": start[1], "typical_epsilon": start[2],
+                      "score": m["task_score"], "acceptance": m["acceptance_rate"],
+                      "J": m["task_score"] + lam * m["acceptance_rate"]})
     if not cands:
-        raise ValueError("no run of sd, cascade, fsd (divergence=tv) or static with a task score here: run "
+        raise ValueError("no run of sd, cascade, fsd (divergence=tv), static or typical with a task score here: run "
                          "the validation sweep first (see this file's docstring)")
     cands.sort(key=lambda c: (c["J"], c["acceptance"]), reverse=True)
     return cands[0], cands
@@ -64,7 +77,7 @@ def main() -> None:
     print(f"| run | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
     for c in cands:
         print(f"| {c['label']} | {c['score']:.3f} | {c['acceptance']:.3f} | {c['J']:.4f} |")
-    overrides = f"head.init_rule={best['rule']} head.init_knob={best['knob']:g}"
+    overrides = overrides_of(best)
     print(f"\nstart: {best['label']} -> python train/run.py ... lambda={args.lam:g} {overrides}")
     out = args.out or Path(args.dirs[0]) / "choice.json"
     out.write_text(json.dumps({"lambda": args.lam, "best": best, "candidates": cands, "overrides": overrides},

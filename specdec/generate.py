@@ -21,7 +21,7 @@ from specdec.targets import ExactRule, RoundScores, Rule, pair_features, total_v
 from specdec.verify import ZERO_PROB_DRAFT, verify
 
 # Per-output-token records (padded [B, T] or [B, T, ·]); NaN where a quantity does not exist (no proposal).
-TOKEN_KEYS = ("p_token", "q_token", "nu_token", "w", "tv_pq", "tv_nu_p")
+TOKEN_KEYS = ("p_token", "q_token", "nu_token", "w", "tv_pq", "tv_nu_p")  # + relaxed_token, tv_q_relaxed (Rule.relaxed)
 HIDDEN_KEYS = ("h_p", "h_q", "feats")
 
 
@@ -232,6 +232,11 @@ def generate(
             kq = q.shape[1]
             rec["q_token"][:, :kq] = q.gather(-1, tok[:, :kq]).squeeze(-1)
             rec["tv_pq"][:, :kq] = total_variation(base[:, :kq], q)
+            relaxed = rule.relaxed(scores)  # ν's w = 0 end where it is not q (a truncating head)
+            if relaxed is not None:
+                rec["relaxed_token"] = relaxed.gather(-1, tok).squeeze(-1)
+                rec["tv_q_relaxed"] = nan.clone()
+                rec["tv_q_relaxed"][:, :kq] = total_variation(relaxed[:, :kq], q)
         if record_hidden:
             rec["h_p"] = h_p.float()
             if prop.hidden is not None and q is not None and q.shape[1] == K:

@@ -257,14 +257,16 @@ def head_task(meta: dict) -> str | None:
 
 def head_rule(head: Callable, target: Any = None) -> HeadEnsembleRule:
     """The rule of an ensemble head: w·p + (1-w)·q over the target p, or over π_CD when the head was trained against
-    it (target kind contrastive, with its alpha / beta). `target` is an export's `target` entry or the training
+    it (target kind contrastive, with its alpha / beta), truncated to the base's typical set when the head was
+    trained with target.typical_epsilon > 0 (HeadEnsembleRule). `target` is an export's `target` entry or the training
     config's (`train.rollout.make_rule` checks the kind first); training rollouts and method `diversed` both build
     their rule here."""
     target = target or {}
+    eps = float(target.get("typical_epsilon") or 0.0)  # truncation to the base's typical set (0: none)
     if target.get("kind") == "contrastive":  # a head trained over pi_CD verifies against pi_CD
         return HeadEnsembleRule(head, base=ContrastiveRule(float(target.get("alpha", 0.0)),
-                                                           float(target.get("beta", 0.0))))
-    return HeadEnsembleRule(head)
+                                                           float(target.get("beta", 0.0))), typical_epsilon=eps)
+    return HeadEnsembleRule(head, typical_epsilon=eps)
 
 
 @register("diversed")

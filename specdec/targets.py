@@ -103,6 +103,22 @@ def entropy(p: torch.Tensor) -> torch.Tensor:
     return -(p * torch.log(p.clamp_min(1e-12))).sum(-1)
 
 
+def typical_set(p: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
+    """Medusa's typical set S = {x: p(x) > τ}, τ = min(ε, δ·exp(−H(p))), bool [.., V]. Never empty: max p ≥ exp(−H)
+    ≥ τ, and the mode always counts (ties, τ = max). ε = 0 keeps every token p gives mass (nothing is truncated)."""
+    tau = torch.minimum(torch.full_like(p[..., 0], float(epsilon)), delta * torch.exp(-entropy(p)))
+    return (p > tau.unsqueeze(-1)) | (p == p.amax(-1, keepdim=True))
+
+
+def truncate(nu: torch.Tensor, p: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """ν restricted to the set `keep`, its mass outside moved onto p restricted to `keep`:
+    ν·1_S + (1 − ν(S))·p_S with p_S = p·1_S / p(S). Linear in ν, so truncating w·p + (1 − w)·q is the mixture
+    w·p_S + (1 − w)·truncate(q, p, S) of the two truncated ends; truncate(p, p, S) is p_S."""
+    nu_s = (nu * keep).sum(-1, keepdim=True)
+    p_s = (p * keep).sum(-1, keepdim=True)
+    return torch.where(keep, nu + (1.0 - nu_s).clamp_min(0.0) / p_s * p, torch.zeros_like(p))
+
+
 PAIR_FEATURES = ("tv_pq", "entropy_p", "entropy_q", "max_p", "max_q")
 
 
@@ -157,6 +173,11 @@ class Rule:
     def base(self, scores: RoundScores) -> torch.Tensor:
         """The distribution the rule relaxes towards the proposal (p, or π_CD for contrastive rules)."""
         return scores.p
+
+    def relaxed(self, scores: RoundScores) -> torch.Tensor | None:
+        """ν's other end, at w = 0, where it is not the proposal q itself (None: it is q). A rule whose ν is
+        w·base + (1 − w)·relaxed says so here, so that rollouts record both ends and training recomputes log ν."""
+        return None
 
     def __call__(self, scores: RoundScores) -> tuple[torch.Tensor, torch.Tensor | None]:
         raise NotImplementedError
@@ -247,17 +268,40 @@ class ContrastiveRule(Rule):
 
 class HeadEnsembleRule(Rule):
     """Dynamic ensemble (DIVERSED): ν_t = w_t·b_t + (1−w_t)·q_t with w_t = head(h^q_t, h^p_t, features(b_t, q_t)),
-    where b is p (default) or another rule's base distribution (e.g. ContrastiveRule: the head over π_CD)."""
+    where b is p (default) or another rule's base distribution (e.g. ContrastiveRule: the head over π_CD).
+
+    typical_epsilon > 0 truncates ν to b's typical set S (`typical_set`, δ = sqrt(ε) as Medusa): ν_t =
+    truncate(w_t·b_t + (1−w_t)·q_t, b_t, S_t) = w_t·b_S + (1−w_t)·typical_target(b, q). No w-mixture of b and q can
+    leave out a token both give mass (it is ≥ min(b, q)), so without it a head cannot reach typical acceptance, the
+    strongest rule on several tasks; with it w = 0 *is* typical acceptance (its ν-form: the bonus token too comes
+    from ν) and w = 1 is SD against the truncated target b_S. ν stays linear in w, so `base` returns b_S, `relaxed`
+    the w = 0 end, and the head's pair features are those of (b_S, q)."""
 
     needs_bonus_q = True
 
-    def __init__(self, head: Callable[..., torch.Tensor], base: Rule | None = None):
+    def __init__(self, head: Callable[..., torch.Tensor], base: Rule | None = None, typical_epsilon: float = 0.0):
+        if not 0.0 <= typical_epsilon <= 1.0:
+            raise ValueError(f"typical_epsilon must be in [0, 1] (0: no truncation), got {typical_epsilon}")
         self.head = head
         self.base_rule = base
         self.needs_amateur = bool(base is not None and base.needs_amateur)
+        self.typical_epsilon = float(typical_epsilon)
+
+    def _untruncated(self, scores: RoundScores) -> torch.Tensor:
+        return scores.p if self.base_rule is None else self.base_rule.base(scores)
+
+    def _typical(self, b: torch.Tensor) -> torch.Tensor:
+        return typical_set(b, self.typical_epsilon, self.typical_epsilon ** 0.5)
 
     def base(self, scores: RoundScores) -> torch.Tensor:
-        return scores.p if self.base_rule is None else self.base_rule.base(scores)
+        b = self._untruncated(scores)
+        return b if not self.typical_epsilon else truncate(b, b, self._typical(b))
+
+    def relaxed(self, scores: RoundScores) -> torch.Tensor | None:
+        if not self.typical_epsilon:
+            return None
+        b = self._untruncated(scores)
+        return truncate(_q_full(scores).to(b.dtype), b, self._typical(b))
 
     def __call__(self, scores: RoundScores):
         b, q = self.base(scores), _q_full(scores)
@@ -266,7 +310,8 @@ class HeadEnsembleRule(Rule):
                              "the n-gram proposer has none")
         with torch.no_grad():
             w = self.head(scores.h_q, scores.h_p, pair_features(b, q)).to(b.dtype)
-        return ensemble_target(b, q, w), w
+        a = self.relaxed(scores)
+        return ensemble_target(b, q if a is None else a, w), w
 
 
 def kl_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -322,16 +367,12 @@ class FuzzyRule(Rule):
 
 
 def typical_target(p: torch.Tensor, q: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
-    """Typical acceptance (Medusa, Cai et al. 2024) as a verification target. Medusa accepts x̃ iff
-    p(x̃) > τ = min(ε, δ·exp(−H(p))) and otherwise takes a token from the target. With S = {x: p(x) > τ} (never
-    empty: max p ≥ exp(−H) ≥ τ), ν = q·1_S + c·p·1_S, c = (1 − q(S)) / p(S), gives exactly that through `verify`:
-    ν(x̃) ≥ q(x̃) on S (always accepted), ν = 0 off S (always rejected), and the residual max(0, ν − q) ∝ p·1_S, so a
-    rejection draws from p restricted to the typical set (Medusa's sampled variant; its greedy one takes argmax p)."""
-    tau = torch.minimum(torch.full_like(p[..., 0], float(epsilon)), delta * torch.exp(-entropy(p)))
-    typical = (p > tau.unsqueeze(-1)) | (p == p.amax(-1, keepdim=True))  # the mode always counts (ties, τ = max)
-    q_s = (q * typical).sum(-1, keepdim=True)
-    p_s = (p * typical).sum(-1, keepdim=True)
-    return torch.where(typical, q + (1.0 - q_s).clamp_min(0.0) / p_s * p, torch.zeros_like(p))
+    """Typical acceptance (Medusa, Cai et al. 2024) as a verification target. Medusa accepts x̃ iff x̃ is in the
+    typical set S (`typical_set`) and otherwise takes a token from the target. ν = truncate(q, p, S) =
+    q·1_S + c·p·1_S, c = (1 − q(S)) / p(S), gives exactly that through `verify`: ν(x̃) ≥ q(x̃) on S (always
+    accepted), ν = 0 off S (always rejected), and the residual max(0, ν − q) ∝ p·1_S, so a rejection draws from p
+    restricted to the typical set (Medusa's sampled variant; its greedy one takes argmax p)."""
+    return truncate(q, p, typical_set(p, epsilon, delta))
 
 
 class TypicalRule(Rule):

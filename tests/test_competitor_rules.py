@@ -246,3 +246,14 @@ def test_choose_start_maximises_the_training_objective_on_validation():
     assert best["label"] == "static(w=0)" and (best["rule"], best["knob"]) == ("cascade", 1.0)
     with pytest.raises(ValueError, match="no run of sd, cascade"):
         choose([rows[4]], 0.1)
+    # typical acceptance is the truncating head at w = 0 (the cascade that never defers), at Medusa's δ = sqrt(ε)
+    from eval.choose_start import overrides_of
+
+    typ = [row("typical", "typical(eps=0.3)", 0.70, 0.92, epsilon=0.3, delta=0.3 ** 0.5),
+           row("typical", "typical(eps=0.1, delta=0.9)", 0.99, 0.99, epsilon=0.1, delta=0.9)]  # other δ: skipped
+    best, cands = choose(rows + typ, 0.1)
+    assert best["label"] == "typical(eps=0.3)" and (best["rule"], best["knob"], best["typical_epsilon"]) == (
+        "cascade", 1.0, 0.3)
+    assert "typical(eps=0.1, delta=0.9)" not in {c["label"] for c in cands}
+    assert overrides_of(best) == "head.init_rule=cascade head.init_knob=1 target.typical_epsilon=0.3"
+    assert overrides_of(cands[1]) == "head.init_rule=cascade head.init_knob=-1"

@@ -10,6 +10,8 @@ from specdec.targets import (
     ensemble_target,
     fuzzy_weight,
     lossy_target,
+    truncate,
+    typical_set,
     typical_target,
 )
 from specdec.verify import output_distribution, verify
@@ -47,6 +49,10 @@ def _targets(p, q):
         "fsd": ensemble_target(p, q, fuzzy_weight(p, q, _kl_median(p, q))),
         # typical acceptance at the draft positions, the bonus from p (as TypicalRule builds it)
         "typical": torch.cat([typical_target(p[:-1], q[:-1], 0.3, 0.3 ** 0.5), p[-1:]]),
+        # a truncating head (HeadEnsembleRule with typical_epsilon 0.3): w·p + (1 − w)·q cut to p's typical set,
+        # at every position (its bonus token comes from ν too)
+        "truncated_head": truncate(ensemble_target(p, q, torch.tensor([0.9, 0.2, 0.5], dtype=torch.float64)), p,
+                                   typical_set(p, 0.3, 0.3 ** 0.5)),
     }
 
 
@@ -70,7 +76,8 @@ def _check(samples, expected):
 
 
 @pytest.mark.parametrize("one_hot", [False, True], ids=["sampled", "one_hot"])
-@pytest.mark.parametrize("rule", ["exact", "static", "dynamic", "lossy", "cascade", "contrastive", "fsd", "typical"])
+@pytest.mark.parametrize("rule", ["exact", "static", "dynamic", "lossy", "cascade", "contrastive", "fsd", "typical",
+                                  "truncated_head"])
 def test_emitted_tokens_follow_nu(rule, one_hot):
     torch.manual_seed(0)
     p, q = _dists(1, one_hot)

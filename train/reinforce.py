@@ -41,13 +41,17 @@ STD_MIN = 1e-6  # returns with a smaller global std are constant: nothing to nor
 
 
 def log_nu(w: torch.Tensor, p_tok: torch.Tensor, q_tok: torch.Tensor) -> torch.Tensor:
-    """log nu_t(x_t) = log(w p(x) + (1 - w) q(x)); floored so a masked (padding) position stays finite."""
+    """log nu_t(x_t) = log(w p(x) + (1 - w) q(x)); floored so a masked (padding) position stays finite. For a
+    truncating head pass nu's two ends at x_t (its base and its w = 0 end, `RolloutBatch.r_tok`) as p_tok, q_tok."""
     return torch.log((w * p_tok + (1 - w) * q_tok).clamp_min(1e-30))
 
 
-def expected_accept(w: torch.Tensor, tv_pq: torch.Tensor) -> torch.Tensor:
-    """1 - TV(q, nu) = 1 - w * TV(q, p): the probability that a draft from q is accepted against nu."""
-    return 1 - w * tv_pq
+def expected_accept(w: torch.Tensor, tv_pq: torch.Tensor, tv_r: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """The probability that a draft from q is accepted against nu = w p + (1 - w) r, r nu's w = 0 end:
+    1 - TV(q, nu) = 1 - w * TV(q, p) when r = q (tv_r = 0). Otherwise (a truncating head, r typical's nu) the chord
+    1 - w * TV(q, p) - (1 - w) * TV(q, r): TV(q, nu) is convex in w, so the chord is a lower bound that is exact at
+    w in {0, 1}, where the per-token optimum of an objective linear in nu lies."""
+    return 1 - w * tv_pq - (1 - w) * tv_r
 
 
 def comm_device(x: torch.Tensor) -> torch.device:
@@ -178,9 +182,11 @@ def policy_loss(
     lambda_mode: str,
     clip_eps: float | None,
     lam_weight: torch.Tensor | None = None,
+    tv_r: torch.Tensor | float = 0.0,
 ) -> LossOut:
     """The head's loss on a minibatch, from its current w: the policy-gradient part (clipped ratio when clip_eps
-    is set, plain -A*log nu otherwise) minus lam * mean_t(1 - w_t tv_t) in 'differentiable' mode.
+    is set, plain -A*log nu otherwise) minus lam * mean_t(1 - w_t tv_t) in 'differentiable' mode (q_tok and tv_r:
+    nu's w = 0 end, see log_nu and expected_accept).
     Pass lam = lambda / advantage scale (compute_advantages) so both parts keep the objective's proportions, and
     lam_weight = 1 / T_i per token of row i (lambda is per token: the objective's acceptance term is a mean over
     each trajectory); None weighs every token 1 (the sum over the trajectory)."""
@@ -192,7 +198,7 @@ def policy_loss(
         clip_frac = torch.zeros((), dtype=w.dtype)
     else:
         pg, clip_frac = clipped_pg_loss(logp, logp_old, adv, mask, clip_eps)
-    acc_tok = expected_accept(w, tv_pq) * maskf
+    acc_tok = expected_accept(w, tv_pq, tv_r) * maskf
     acc = acc_tok.sum() / n
     lam_acc = acc if lam_weight is None else (acc_tok * lam_weight).sum() / n
     loss = pg - lam * lam_acc if lambda_mode == "differentiable" else pg

@@ -3,7 +3,8 @@
 The draft proposes, the target (and, for target=contrastive, the amateur) scores, the head sets w_t, and the
 one `verify` accepts or resamples, so the emitted tokens are exactly nu-distributed. We keep, per emitted token,
 what the loss needs to recompute log nu_t(x_t) with gradient: p_t(x_t) (nu's base: p, or pi_CD), q_t(x_t),
-TV(p_t, q_t), and the head's inputs h^q_t, h^p_t, feats_t.
+TV(p_t, q_t), nu's w = 0 end at x_t when it is not q (a truncating head: Rule.relaxed), and the head's inputs
+h^q_t, h^p_t, feats_t.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def make_rule(head: Callable, target_cfg: Any) -> HeadEnsembleRule:
     if kind not in ("ensemble", "contrastive"):
         raise ValueError(f"unknown target kind {kind!r}: use target=ensemble or target=contrastive")
     # The registry's rule of a head (method diversed builds the same); alpha / beta are required here.
-    return head_rule(head, {"kind": kind} if kind == "ensemble" else
-                     {"kind": kind, "alpha": target_cfg["alpha"], "beta": target_cfg["beta"]})
+    eps = {"typical_epsilon": float(target_cfg.get("typical_epsilon") or 0.0)}
+    return head_rule(head, {"kind": kind, **eps} if kind == "ensemble" else
+                     {"kind": kind, "alpha": target_cfg["alpha"], "beta": target_cfg["beta"], **eps})
 
 
 @dataclass
@@ -41,6 +43,8 @@ class RolloutBatch:
     q_tok: torch.Tensor  # [N, T] proposal prob of the emitted token
     tv: torch.Tensor  # [N, T] TV(p_t, q_t)
     w: torch.Tensor  # [N, T] the w the head gave during decoding
+    r_tok: torch.Tensor  # [N, T] prob of the emitted token under nu's w = 0 end: q, or typical's nu (truncating head)
+    tv_r: torch.Tensor  # [N, T] TV(q_t, that end): 0 where it is q, 1 - (typical's acceptance) when truncating
     h_q: torch.Tensor  # [N, T, Hq]
     h_p: torch.Tensor  # [N, T, Hp]
     feats: torch.Tensor  # [N, T, F]
@@ -122,8 +126,10 @@ def rollout(
         "time_proposer": out.stats["time_proposer"],
         "time_amateur": out.stats["time_amateur"],
     }
+    q_tok = clean(rec["q_token"])
     return RolloutBatch(
-        mask=mask, p_tok=clean(rec["p_token"]), q_tok=clean(rec["q_token"]), tv=clean(rec["tv_pq"]),
-        w=clean(rec["w"]), h_q=clean(rec["h_q"]), h_p=clean(rec["h_p"]), feats=clean(rec["feats"]),
+        mask=mask, p_tok=clean(rec["p_token"]), q_tok=q_tok, tv=clean(rec["tv_pq"]), w=clean(rec["w"]),
+        r_tok=clean(rec["relaxed_token"]) if "relaxed_token" in rec else q_tok,
+        tv_r=clean(rec["tv_q_relaxed"]) if "tv_q_relaxed" in rec else torch.zeros_like(q_tok), h_q=clean(rec["h_q"]), h_p=clean(rec["h_p"]), feats=clean(rec["feats"]),
         texts=texts, tokens=out.tokens, stats=stats,
     )

@@ -121,6 +121,9 @@ class Trainer:
         if self.advantage != "returns" and cfg.target.kind != "ensemble":
             raise ValueError(f"algo.advantage={self.advantage} supports target.kind=ensemble only (the fork residuals "
                              "are built from p and q); use algo.advantage=returns for target=contrastive")
+        if self.advantage != "returns" and float(cfg.target.get("typical_epsilon") or 0.0):
+            raise ValueError(f"algo.advantage={self.advantage} builds its forks from p and q; a truncating head "
+                             "(target.typical_epsilon > 0) trains with algo.advantage=returns")
         r = cfg.rollout
         if self.advantage == "returns" and self.algo.get("group_baseline") and int(r.samples_per_prompt) < 2:
             # every group would be one sample, and its baseline that sample's own reward: no task signal at all
@@ -281,11 +284,11 @@ class Trainer:
         algo = self.algo
         with torch.no_grad():
             w_now = self.head(b.h_q, b.h_p, b.feats)
-            logp_old = log_nu(w_now, b.p_tok, b.q_tok)
-            logp_ref = log_nu(self.ref_head(b.h_q, b.h_p, b.feats), b.p_tok, b.q_tok)
+            logp_old = log_nu(w_now, b.p_tok, b.r_tok)  # r_tok: nu's w = 0 end (q, or typical's nu)
+            logp_ref = log_nu(self.ref_head(b.h_q, b.h_p, b.feats), b.p_tok, b.r_tok)
             w_gap = ((w_now - b.w).abs() * b.mask).max().item() if b.mask.any() else 0.0
             lam_weight = per_token_weight(b.mask)  # lambda is per token: 1/T_i on row i
-            lam_tok = self.lam * expected_accept(b.w, b.tv) * lam_weight if algo.lambda_mode == "reward" else None
+            lam_tok = self.lam * expected_accept(b.w, b.tv, b.tv_r) * lam_weight if algo.lambda_mode == "reward" else None
             if algo.name == "reinforce":  # moving baseline of the mean sequence return, updated after use
                 seq_ret = _global_mean(task_reward)
             adv, adv_scale = compute_advantages(
@@ -307,9 +310,9 @@ class Trainer:
             for mb in perm.chunk(int(algo.minibatches)):
                 mb = mb.to(self.device)
                 w = self.engine(b.h_q[mb], b.h_p[mb], b.feats[mb])
-                out = policy_loss(w, b.p_tok[mb], b.q_tok[mb], b.tv[mb], logp_old[mb], adv[mb], b.mask[mb],
+                out = policy_loss(w, b.p_tok[mb], b.r_tok[mb], b.tv[mb], logp_old[mb], adv[mb], b.mask[mb],
                                   lam=self.lam / adv_scale, lambda_mode=algo.lambda_mode, clip_eps=clip_eps,
-                                  lam_weight=lam_weight[mb])
+                                  lam_weight=lam_weight[mb], tv_r=b.tv_r[mb])
                 self.engine.backward(out.loss)
                 gn = _grad_norm(self.head)  # before step (which zeroes grads); None where ZeRO-2 partitions them
                 self.engine.step()
@@ -447,7 +450,7 @@ class Trainer:
     def metrics(self, step: int, b: RolloutBatch, task_reward: torch.Tensor, upd: dict, t_rollout: float,
                 t_reward: float, t_update: float, t_step: float) -> dict:
         m = b.mask.to(torch.float64)
-        acc = expected_accept(b.w, b.tv).to(torch.float64) * m
+        acc = expected_accept(b.w, b.tv, b.tv_r).to(torch.float64) * m
         s = b.stats
         local = torch.tensor([
             task_reward.sum().item(), len(task_reward),
@@ -597,7 +600,9 @@ def export_meta(cfg: DictConfig, models: Models, data_label: str, metrics: dict,
         "model_dtype": models.dtype,  # the frozen models' dtype in training ("auto" resolved)
         "target": OmegaConf.to_container(cfg.target, resolve=True),
         "lambda": float(cfg["lambda"]),
-        "lambda_meaning": "per token: objective E[R + lambda * (1/T) sum_t (1 - w_t TV(p_t, q_t))]",
+        "lambda_meaning": "per token: objective E[R + lambda * (1/T) sum_t (1 - w_t TV(p_t, q_t))]; with "
+                          "target.typical_epsilon > 0, (1/T) sum_t (1 - w_t TV(q_t, p_S,t) - (1 - w_t) TV(q_t, r_t)), "
+                          "r_t typical acceptance's nu",
         "advantage": str(cfg.algo.get("advantage", "returns")),
         "task": cfg.task.name,
         "data": data_label,

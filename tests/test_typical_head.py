@@ -1,0 +1,158 @@
+"""A truncating head (HeadEnsembleRule with typical_epsilon): ν = truncate(w·p + (1 − w)·q, p, S) with S typical
+acceptance's set. At w = 0 it is typical acceptance, at w = 1 SD against p restricted to S; ν stays linear in w, and
+rollouts record both of its ends so that training recomputes log ν exactly."""
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from specdec.targets import (
+    HeadEnsembleRule,
+    RoundScores,
+    ensemble_target,
+    pair_features,
+    total_variation,
+    truncate,
+    typical_set,
+    typical_target,
+)
+from train.reinforce import expected_accept, log_nu
+
+EPS = 0.3
+
+
+def _scores(seed: int = 0, B: int = 3, K: int = 5, V: int = 40) -> RoundScores:
+    g = torch.Generator().manual_seed(seed)
+    logp = torch.log_softmax(2.5 * torch.randn(B, K, V, generator=g, dtype=torch.float64), -1)
+    q = torch.softmax(2.5 * torch.randn(B, K, V, generator=g, dtype=torch.float64), -1)
+    q = 0.5 * q + 0.5 * logp.exp()  # a draft that partly agrees with the target
+    return RoundScores(target_logprobs=logp, temperature=1.0, q=q, h_p=torch.zeros(B, K, 4), h_q=torch.zeros(B, K, 3))
+
+
+def _const(w: float):
+    return lambda h_q, h_p, feats: torch.full(feats.shape[:-1], w)
+
+
+def test_w0_is_typical_acceptance_w1_the_truncated_target_and_nu_is_linear_in_w():
+    s = _scores()
+    p, q = s.p, s.q
+    keep = typical_set(p, EPS, EPS ** 0.5)
+    assert 0 < keep.sum(-1).float().mean() < p.shape[-1] - 5  # the set truncates, so the checks below can fail
+    nu0, w0 = HeadEnsembleRule(_const(0.0), typical_epsilon=EPS)(s)
+    nu1, _ = HeadEnsembleRule(_const(1.0), typical_epsilon=EPS)(s)
+    nu3, _ = HeadEnsembleRule(_const(0.3), typical_epsilon=EPS)(s)
+    assert torch.equal(w0, torch.zeros_like(w0))
+    assert torch.allclose(nu0, typical_target(p, q, EPS, EPS ** 0.5), atol=1e-12)
+    assert torch.allclose(nu1, p * keep / (p * keep).sum(-1, keepdim=True), atol=1e-12)
+    assert torch.allclose(nu3, truncate(ensemble_target(p, q, 0.3), p, keep), atol=1e-12)
+    assert torch.allclose(nu3, 0.3 * nu1 + 0.7 * nu0, atol=1e-12)  # linear in w: the optimum is at an end
+    for nu in (nu0, nu1, nu3):
+        assert torch.allclose(nu.sum(-1), torch.ones(nu.shape[:-1], dtype=nu.dtype))
+        assert float(nu[~keep].abs().max()) == 0.0  # nothing outside the typical set, whatever w is
+
+
+def test_epsilon_zero_is_the_untruncated_head_and_the_features_read_the_truncated_target():
+    s = _scores(1)
+    seen = {}
+
+    def head(h_q, h_p, feats):
+        seen["feats"] = feats
+        return torch.full(feats.shape[:-1], 0.4)
+
+    nu, _ = HeadEnsembleRule(head)(s)
+    assert torch.allclose(nu, ensemble_target(s.p, s.q, 0.4), atol=1e-8)  # the head's w is float32
+    assert HeadEnsembleRule(head).relaxed(s) is None
+    rule = HeadEnsembleRule(head, typical_epsilon=EPS)
+    rule(s)
+    # rollouts record pair_features(rule.base, q): the head must see the same numbers while decoding
+    assert torch.equal(seen["feats"], pair_features(rule.base(s), s.q))
+    with pytest.raises(ValueError, match="typical_epsilon"):
+        HeadEnsembleRule(head, typical_epsilon=1.5)
+
+
+def test_the_acceptance_term_is_exact_at_the_ends_and_a_lower_bound_between():
+    s = _scores(2)
+    rule = HeadEnsembleRule(_const(0.0), typical_epsilon=EPS)
+    b, r, q = rule.base(s), rule.relaxed(s), s.q
+    tv_p, tv_r = total_variation(b, q), total_variation(r, q)
+    for w in (0.0, 0.25, 0.5, 0.9, 1.0):
+        true = torch.minimum(q, ensemble_target(b, r, w)).sum(-1)  # P(a draft from q is accepted against ν)
+        chord = expected_accept(torch.full_like(tv_p, w), tv_p, tv_r)
+        if w in (0.0, 1.0):
+            assert torch.allclose(chord, true, atol=1e-12)
+        else:
+            assert bool((chord <= true + 1e-12).all())
+    # untruncated (r = q): 1 − w·TV(p, q), exact everywhere
+    tv = total_variation(s.p, q)
+    assert torch.allclose(expected_accept(torch.full_like(tv, 0.3), tv),
+                          torch.minimum(q, ensemble_target(s.p, q, 0.3)).sum(-1), atol=1e-12)
+
+
+def test_rollout_records_recompute_a_truncating_heads_nu(micro_trio):
+    """Through the real decoding loop (micro trio): the recorded ends give back ν(x_t) of every emitted token, so
+    training's log ν (log_nu on p_tok, r_tok) is the log-probability the rollout sampled from."""
+    from specdec.generate import generate
+    from specdec.loading import Models
+    from specdec.proposers import DraftModelProposer
+    from train.rollout import make_rule, rollout
+
+    models = Models({"dir": str(micro_trio), "dtype": "float32"})
+    tok = models.tokenizer
+    prompts = [tok.encode(t) for t in ("Question: 3 + 4 =", "Tom has 5 apples and buys", "x")]
+
+    def head(h_q, h_p, feats):  # varies with its inputs, in (0, 1)
+        return torch.sigmoid(4 * (feats[..., 3] - feats[..., 4]) + h_p[..., 0].clamp(-3, 3))
+
+    cfg = OmegaConf.create({"kind": "ensemble", "typical_epsilon": EPS})
+    rule = make_rule(head, cfg)
+    assert isinstance(rule, HeadEnsembleRule) and rule.typical_epsilon == EPS
+    out = generate(models.target, DraftModelProposer(models.draft), prompts, rule=rule, gamma=3, max_new_tokens=16,
+                   temperature=1.0, generator=torch.Generator().manual_seed(0), record_hidden=True)
+    rec, m = out.records, out.records["token_mask"]
+    assert int(m.sum()) > 20
+    nu_again = rec["w"] * rec["p_token"] + (1 - rec["w"]) * rec["relaxed_token"]
+    assert torch.allclose(nu_again[m], rec["nu_token"][m], atol=1e-5)
+    assert float((rec["relaxed_token"][m] - rec["q_token"][m]).abs().max()) > 1e-3  # r is not q: the test bites
+    b = rollout(models, head, prompts, target_cfg=cfg, gamma=3, max_new_tokens=16, temperature=1.0,
+                generator=torch.Generator().manual_seed(0))
+    assert torch.equal(b.mask, m) or int(b.mask.sum()) > 0
+    lp = log_nu(b.w, b.p_tok, b.r_tok)
+    assert torch.isfinite(lp[b.mask]).all() and bool((b.tv_r[b.mask] >= 0).all())
+    assert torch.allclose(lp[b.mask].exp(), (b.w * b.p_tok + (1 - b.w) * b.r_tok)[b.mask])
+    # the untruncated head's records are the old ones: r = q and no second TV
+    plain = rollout(models, head, prompts, target_cfg=OmegaConf.create({"kind": "ensemble"}), gamma=3,
+                    max_new_tokens=8, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(plain.r_tok, plain.q_tok) and float(plain.tv_r.abs().sum()) == 0.0
+
+
+def test_a_truncating_flip_head_trains_from_typical_acceptance_and_exports_its_target(micro_trio, tmp_path):
+    """The start eval/choose_start.py gives typical acceptance (cascade t = 1, i.e. w = 0, plus the truncation):
+    the run trains, its update recomputes the rollout's w, and the export carries the truncation, which the registry's
+    rule of the head (what method=diversed decodes with) applies."""
+    import json
+
+    from heads import load_head
+    from specdec.registry import head_rule
+    from tests.test_train import metrics, run, smoke_args
+
+    run_dir = tmp_path / "typ"
+    p = run(smoke_args(micro_trio, run_dir, "head.init_rule=cascade", "head.init_knob=1", "head.init_mode=flip",
+                       f"target.typical_epsilon={EPS}"))
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = metrics(run_dir)
+    assert rows[0]["w_recompute_gap"] <= 1e-5  # the update recomputes the w the rollout decoded with
+    assert all(math.isfinite(r["lam_term_per_token"]) and 0 < r["lam_term_per_token"] <= 1 for r in rows)
+    head, meta = load_head(run_dir / "head")
+    assert meta["target"]["typical_epsilon"] == EPS
+    rule = head_rule(head, meta["target"])
+    assert rule.typical_epsilon == EPS
+    s = _scores(3)
+    s.h_q, s.h_p = torch.zeros(3, 5, head.cfg.hidden_q), torch.zeros(3, 5, head.cfg.hidden_p)
+    nu, w = rule(s)
+    assert float(w.max()) < 0.1  # flip 0.02 from w = 0 (a trained smoke head stays near it)
+    assert float(nu[~typical_set(s.p, EPS, EPS ** 0.5)].abs().max()) == 0.0
+    bad = run(smoke_args(micro_trio, tmp_path / "bad", "algo.advantage=forks", f"target.typical_epsilon={EPS}"))
+    assert bad.returncode != 0 and "a truncating head" in bad.stdout + bad.stderr
+    json.dumps(meta)  # the export's metadata stays plain JSON
