@@ -42,7 +42,8 @@ import torch
 from specdec.generate import generate
 from specdec.models import LM, resolve_device, resolve_dtype
 from specdec.proposers import DraftModelProposer
-from specdec.targets import PAIR_FEATURES, ContrastiveRule, ExactRule, HeadEnsembleRule, StaticEnsembleRule
+from specdec.registry import head_rule
+from specdec.targets import PAIR_FEATURES, ContrastiveRule, ExactRule, StaticEnsembleRule
 
 METHODS = ("ar_target", "sd", "static", "head", "cd", "dcd")
 
@@ -94,6 +95,7 @@ class Pair:
     prompts: list[list[int]]  # a pool of token-id prompts, cycled to fill a batch
     label: str
     head: torch.nn.Module | None = None
+    head_target: dict | None = None  # the exported head's `target` (what it verifies against: specdec head_rule)
     info: dict = field(default_factory=dict)
 
 
@@ -125,19 +127,20 @@ def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
                 f"{models.path('target')} / {models.path('draft')}", info={"models": models.names()})
 
 
-def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str]:
+def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict | None]:
+    """(head, label, its exported target): a trained head verifies against what it was trained under."""
     from heads import EnsembleHead, HeadConfig, load_head
 
     t, d = pair.target, pair.draft
     if path:
-        head, _ = load_head(path, device=t.device, expect={"hidden_q": d.hidden_size, "hidden_p": t.hidden_size},
-                            dtype=torch.float32)
-        return head, path
+        head, meta = load_head(path, device=t.device, expect={"hidden_q": d.hidden_size, "hidden_p": t.hidden_size},
+                               dtype=torch.float32)
+        return head, path, meta.get("target") if isinstance(meta.get("target"), dict) else None
     torch.manual_seed(0)  # a random MLP head: the cost of a head, not its quality
     head = EnsembleHead(HeadConfig(hidden_q=d.hidden_size, hidden_p=t.hidden_size, num_features=len(PAIR_FEATURES),
                                    arch="mlp", init_w=0.9))
     torch.nn.init.normal_(head.out.weight, std=0.05)
-    return head.to(t.device).eval(), "random mlp head"
+    return head.to(t.device).eval(), "random mlp head", None
 
 
 def method_spec(name: str, pair: Pair, args) -> tuple:
@@ -150,7 +153,10 @@ def method_spec(name: str, pair: Pair, args) -> tuple:
     if name == "static":
         return d, StaticEnsembleRule(args.w), args.gamma, None
     if name == "head":
-        return d, HeadEnsembleRule(pair.head), args.gamma, None
+        rule = head_rule(pair.head, pair.head_target)  # the rule evaluation and training build for this head
+        if rule.needs_amateur and pair.amateur is None:
+            raise ValueError("this head was trained against the contrastive π_CD: pass --amateur")
+        return d, rule, args.gamma, pair.amateur if rule.needs_amateur else None
     if name == "cd":
         return None, ContrastiveRule(args.alpha, args.beta), 0, pair.amateur
     if name == "dcd":
@@ -351,7 +357,7 @@ def main(argv: list[str] | None = None) -> dict:
     if len(methods) < len(args.methods):
         print("[bench] no amateur: cd and dcd skipped (pass --amateur)", flush=True)
     if "head" in methods:
-        pair.head, head_label = make_head(pair, args.head)
+        pair.head, head_label, pair.head_target = make_head(pair, args.head)
     n_params = {r: sum(p.numel() for p in lm.model.parameters()) for r, lm in
                 (("target", pair.target), ("draft", pair.draft), ("amateur", pair.amateur)) if lm is not None}
     print(f"[bench] {pair.label} on {device} ({dtype}), params "

@@ -156,3 +156,21 @@ def test_a_truncating_flip_head_trains_from_typical_acceptance_and_exports_its_t
     bad = run(smoke_args(micro_trio, tmp_path / "bad", "algo.advantage=forks", f"target.typical_epsilon={EPS}"))
     assert bad.returncode != 0 and "a truncating head" in bad.stdout + bad.stderr
     json.dumps(meta)  # the export's metadata stays plain JSON
+
+
+def test_the_benchmark_decodes_an_exported_head_under_its_own_target():
+    """bench/gpu.py builds a loaded head's rule with the registry's head_rule, as evaluation and training do (it
+    used to build a plain HeadEnsembleRule, which would drop a head's truncation or its π_CD)."""
+    from types import SimpleNamespace
+
+    from bench.gpu import method_spec
+    from specdec.testing import random_pair
+
+    target, draft = random_pair(vocab_size=32)
+    pair = SimpleNamespace(target=target, draft=draft, amateur=None, head=_const(0.0),
+                           head_target={"kind": "ensemble", "typical_epsilon": EPS})
+    _, rule, gamma, amateur = method_spec("head", pair, SimpleNamespace(gamma=3))
+    assert isinstance(rule, HeadEnsembleRule) and rule.typical_epsilon == EPS and gamma == 3 and amateur is None
+    pair.head_target = {"kind": "contrastive", "alpha": 0.5, "beta": 0.1}
+    with pytest.raises(ValueError, match="pass --amateur"):
+        method_spec("head", pair, SimpleNamespace(gamma=3))
