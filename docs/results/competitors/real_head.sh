@@ -16,7 +16,12 @@
 #   select_a/select_b, then select: eval/choose_head.py ships the rule, the start or a checkpoint by validation J
 #                (λ = 0.1), the candidates evaluated on the validation problems in two halves, one per core;
 #   test:        the shipped head on the test problems, beside every rule of run_real.sh (eval/pool.py --ref).
-# Usage: bash docs/results/competitors/real_head.sh TASK STEP   (TASK: mbpp | gsm8k; STEP as above). Resumable.
+# VARIANT typical (added after the first head shipped SD while typical acceptance set the envelope, +14 over SD on
+# validation; fixed before its results): the start is chosen over val_a, val_b *and* val_c (typical ε = 0.3, 0.1),
+# so a typical start trains a truncating head (target.typical_epsilon, w = 0 is typical acceptance); every other
+# setting as above, in head_typical/, choice_typical.json, val_heads_typical_{a,b} and "selected(head_typical)".
+# Usage: bash docs/results/competitors/real_head.sh TASK STEP [VARIANT]   (TASK: mbpp | gsm8k; STEP as above;
+# VARIANT: flip (default) | typical). Resumable.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
@@ -28,7 +33,13 @@ case $TASK in
   *) echo "real_head.sh: TASK is mbpp or gsm8k" >&2; exit 2 ;;
 esac
 R=runs/competitors/real_$TASK
-RUN=$R/head_flip
+VARIANT=${3:-flip}
+case $VARIANT in
+  flip) RUN=$R/head_flip; CHOICE=$R/choice.json; VALS=($R/val_a $R/val_b); VH=$R/val_heads ;;
+  typical) RUN=$R/head_typical; CHOICE=$R/choice_typical.json; VALS=($R/val_a $R/val_b $R/val_c)
+           VH=$R/val_heads_typical ;;
+  *) echo "real_head.sh: VARIANT is flip or typical" >&2; exit 2 ;;
+esac
 MODEL=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" num_threads=1)
 VAL=("${MODEL[@]}" temperature=1.0 'data.holdout=[{n:64,seed:11}]' task.data.seed=13 seed=14 eval.num_samples=64
      eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
@@ -44,9 +55,9 @@ case $STEP in
          # the validation problems, to see whether that lead holds on 64 other problems
     timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_c 'frontier.baselines=[]' 'frontier.grid=[]' \
         'frontier.sweep_methods=[typical]' 'frontier.sweeps.typical.epsilon=[0.3,0.1]' ;;
-  choose) $PY eval/choose_start.py $R/val_a $R/val_b --lambda 0.1 --out $R/choice.json ;;
+  choose) $PY eval/choose_start.py "${VALS[@]}" --lambda 0.1 --out $CHOICE ;;
   train)
-    OVR=$($PY -c "import json; print(json.load(open('$R/choice.json'))['overrides'])")
+    OVR=$($PY -c "import json; print(json.load(open('$CHOICE'))['overrides'])")
     [ -f $RUN/head/config.json ] || timed $PY train/run.py "${MODEL[@]}" \
         'data.holdout=[{n:64,seed:11},{n:64,seed:13}]' lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
         algo.lr=0.03 \
@@ -58,11 +69,11 @@ case $STEP in
     HEADS=$(flock $RUN/.export.lock $PY eval/choose_head.py export $RUN | tr , '\n' | awk -v k=$HALF 'NR % 2 == k' |
             paste -sd, -)
     timed $PY eval/frontier.py "${VAL[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
-        out_dir=$R/val_heads_${STEP#select_} ;;
-  select) $PY eval/choose_head.py choose $R/val_heads_a $R/val_heads_b --lambda 0.1 --out $RUN/selected.json ;;
+        out_dir=${VH}_${STEP#select_} ;;
+  select) $PY eval/choose_head.py choose ${VH}_a ${VH}_b --lambda 0.1 --out $RUN/selected.json ;;
   test)
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
-    timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected(head_flip)'"
-    $PY eval/pool.py $R/t1_n64 --ref "selected(head_flip)" ;;
+    timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected($(basename $RUN))'"
+    $PY eval/pool.py $R/t1_n64 --ref "selected($(basename $RUN))" ;;
   *) echo "real_head.sh: STEP is val_a, val_b, val_c, choose, train, select_a, select_b, select or test" >&2; exit 2 ;;
 esac
