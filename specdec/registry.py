@@ -195,10 +195,11 @@ def _fsd(models: Models, cfg: DictConfig) -> MethodSpec:
 
 @register("typical")
 def _typical(models: Models, cfg: DictConfig) -> MethodSpec:
-    eps = float(_m(cfg, "epsilon", 0.3))
+    eps, bonus = float(_m(cfg, "epsilon", 0.3)), str(_m(cfg, "bonus", "p"))
     delta = _m(cfg, "delta", None)
-    rule = TypicalRule(eps, None if delta is None else float(delta))
-    return _sd_like(models, cfg, rule, f"typical(eps={eps:g})", {"epsilon": eps, "delta": rule.delta})
+    rule = TypicalRule(eps, None if delta is None else float(delta), bonus)
+    label = f"typical(eps={eps:g}{', nu' if bonus == 'nu' else ''})"
+    return _sd_like(models, cfg, rule, label, {"epsilon": eps, "delta": rule.delta, "bonus": bonus})
 
 
 @register("fly")

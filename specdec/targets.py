@@ -376,20 +376,29 @@ def typical_target(p: torch.Tensor, q: torch.Tensor, epsilon: float, delta: floa
 
 
 class TypicalRule(Rule):
-    """Typical acceptance (`typical_target`) at each draft position; the bonus token comes from p. Greedy decoding
-    (T = 0) is greedy SD: Medusa's criterion is for sampling."""
+    """Typical acceptance (`typical_target`) at each draft position. Greedy decoding (T = 0) is greedy SD: Medusa's
+    criterion is for sampling.
 
-    def __init__(self, epsilon: float = 0.3, delta: float | None = None):
+    The bonus position (all γ drafts accepted) has two forms, as Fuzzy SD's: Medusa draws the bonus token from p
+    (`bonus="p"`, the default); the ν-form (`bonus="nu"`) draws it from typical_target(p, q) there too, so every
+    emitted token follows its ν (it needs q at the bonus position). The ν-form is a truncating head at w = 0
+    (HeadEnsembleRule with typical_epsilon): the rule a head trained from typical acceptance starts at."""
+
+    def __init__(self, epsilon: float = 0.3, delta: float | None = None, bonus: str = "p"):
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+        if bonus not in ("p", "nu"):
+            raise ValueError(f"bonus must be 'p' (Medusa) or 'nu' (the ν-form), got {bonus!r}")
         self.epsilon = float(epsilon)
         self.delta = float(epsilon ** 0.5 if delta is None else delta)  # Medusa's default: δ = sqrt(ε)
+        self.bonus = bonus
+        self.needs_bonus_q = bonus == "nu"
 
     def __call__(self, scores: RoundScores):
         p, q = scores.p, scores.q
         if q is None or not scores.temperature:
             return p, None
-        g = min(q.shape[1], p.shape[1] - 1)
+        g = q.shape[1] if self.bonus == "nu" else min(q.shape[1], p.shape[1] - 1)
         nu = typical_target(p[:, :g], q[:, :g].to(p.dtype), self.epsilon, self.delta)
         return torch.cat([nu, p[:, g:]], 1), None
 

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from specdec.targets import (
     HeadEnsembleRule,
     RoundScores,
+    TypicalRule,
     ensemble_target,
     pair_features,
     total_variation,
@@ -51,6 +52,19 @@ def test_w0_is_typical_acceptance_w1_the_truncated_target_and_nu_is_linear_in_w(
     for nu in (nu0, nu1, nu3):
         assert torch.allclose(nu.sum(-1), torch.ones(nu.shape[:-1], dtype=nu.dtype))
         assert float(nu[~keep].abs().max()) == 0.0  # nothing outside the typical set, whatever w is
+
+
+def test_the_head_at_w0_is_typical_acceptances_nu_form_and_medusas_form_differs_only_at_the_bonus():
+    s = _scores(4)
+    head_nu, _ = HeadEnsembleRule(_const(0.0), typical_epsilon=EPS)(s)
+    nu_form, _ = TypicalRule(EPS, bonus="nu")(s)
+    medusa, _ = TypicalRule(EPS)(s)
+    assert TypicalRule(EPS, bonus="nu").needs_bonus_q and not TypicalRule(EPS).needs_bonus_q
+    assert torch.allclose(head_nu, nu_form, atol=1e-12)
+    assert torch.allclose(medusa[:, :-1], nu_form[:, :-1], atol=1e-12)
+    assert torch.equal(medusa[:, -1], s.p[:, -1]) and not torch.allclose(nu_form[:, -1], s.p[:, -1])
+    with pytest.raises(ValueError, match="bonus"):
+        TypicalRule(EPS, bonus="q")
 
 
 def test_epsilon_zero_is_the_untruncated_head_and_the_features_read_the_truncated_target():

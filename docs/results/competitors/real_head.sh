@@ -19,7 +19,8 @@
 # VARIANT typical (added after the first head shipped SD while typical acceptance set the envelope, +14 over SD on
 # validation; fixed before its results): the start is chosen over val_a, val_b *and* val_c (typical ε = 0.3, 0.1),
 # so a typical start trains a truncating head (target.typical_epsilon, w = 0 is typical acceptance); every other
-# setting as above, in head_typical/, choice_typical.json, val_heads_typical_{a,b} and "selected(head_typical)".
+# setting as above, in head_typical/, choice_typical.json, val_heads_typical_{a,b} and "selected(head_typical)"; the
+# test step also decodes the start's own rule, typical acceptance's ν-form (method.bonus=nu), for the envelope.
 # Usage: bash docs/results/competitors/real_head.sh TASK STEP [VARIANT]   (TASK: mbpp | gsm8k; STEP as above;
 # VARIANT: flip (default) | typical). Resumable.
 set -euo pipefail
@@ -74,6 +75,11 @@ case $STEP in
   test)
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
     timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected($(basename $RUN))'"
+    if [[ $VARIANT == typical ]]; then  # the start's own rule (typical's ν-form, bonus from ν) joins the envelope
+      EPS=$($PY -c "import json; print(json.load(open('$CHOICE'))['best']['typical_epsilon'])")
+      timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
+          "out_dir='$R/t1_n64/typical(eps=$EPS,nu)'"
+    fi
     $PY eval/pool.py $R/t1_n64 --ref "selected($(basename $RUN))" ;;
   *) echo "real_head.sh: STEP is val_a, val_b, val_c, choose, train, select_a, select_b, select or test" >&2; exit 2 ;;
 esac
