@@ -21,11 +21,14 @@ if [[ $STEP == all || $STEP == val ]]; then
       'frontier.sweeps.typical.epsilon=[0.3,0.1,0.03]' out_dir=$R/val
   $PY eval/choose_start.py $R/val --lambda 0.1 --out $R/val/choice_typical.json
 fi
-EPS=$($PY -c "import json; print(json.load(open('$R/val/choice_typical.json'))['best'].get('typical_epsilon', 0))")
+# typical_nu_val.sh (added after the first results) adds typical's ν-form to the validation rules and writes its own
+# choice; where it exists it is the start (on GSM8K and CNN/DM it is the same start, ε = 0.3)
+CHOICE=$R/val/choice_typical_nu.json; [ -f $CHOICE ] || CHOICE=$R/val/choice_typical.json
+EPS=$($PY -c "import json; print(json.load(open('$CHOICE'))['best'].get('typical_epsilon', 0))")
 if [[ $EPS == 0 || $EPS == 0.0 ]]; then
   echo "[typical_head.sh] validation chose a rule without truncation: this run is flip.sh's"; exit 0
 fi
-OVR=$($PY -c "import json; print(json.load(open('$R/val/choice_typical.json'))['overrides'])")
+OVR=$($PY -c "import json; print(json.load(open('$CHOICE'))['overrides'])")
 if [[ $STEP == all || $STEP == train ]]; then
   [ -f $R/head_typical/head/config.json ] || $PY train/run.py task=$TASK lambda=0.1 progress=false resume=true \
       $OVR head.init_mode=flip hydra.run.dir=$R/head_typical
