@@ -38,7 +38,10 @@ fi
 $PY eval/frontier.py "frontier.from_dirs=[$R/test]" out_dir=$R/replot > /dev/null 2>&1
 cp $R/replot/frontier.md $D/test_frontier.md; cp $R/replot/quality_vs_acceptance.png $D/quality_vs_acceptance.png
 [ -d $R/val ] && cp $R/val/frontier.md $D/val_frontier.md && cp $R/val/choice.json $D/choice.json
-for h in $R/test/diversed* $R/test/selected*; do
+for c in $R/val/choice_typical*.json; do [ -f $c ] && cp $c $D/; done  # typical_head.sh / typical_nu_val.sh
+[ -d $R/val ] && $PY eval/frontier.py "frontier.from_dirs=[$R/val]" out_dir=$R/val_replot > /dev/null 2>&1 &&
+    cp $R/val_replot/frontier.md $D/val_frontier.md  # every validation rule, the ν-forms run by eval/run.py included
+for h in $R/test/diversed* $R/test/selected* $R/test/typical_flip*; do
   [ -f "$h/metrics.json" ] || continue
   lab=$(basename "$h")
   $PY eval/pool.py $R/test --ref "$lab" > "$D/pool_vs_$(echo "$lab" | sed 's/λ/lam/g; s/[^A-Za-z0-9._=-]/_/g').md"
