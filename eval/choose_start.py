@@ -1,8 +1,9 @@
 """Choose the training start of a head on validation prompts: among the training-free rules the head can express
 (SpecCascade, Fuzzy SD with the TV divergence, static weights, typical acceptance through a truncating head), the
 run that maximises the training objective J = task score + λ · acceptance rate, read from an eval/frontier.py
-directory run on a validation set (prompts disjoint from training and from every test set). Prints every candidate's J and the Hydra overrides that start
-training there (EnsembleHead.init_as_rule); writes choice.json beside the runs.
+directory run on a validation set (prompts disjoint from training and from every test set). Prints every
+candidate's J and the Hydra overrides that start training there (EnsembleHead.init_as_rule); writes choice.json
+beside the runs.
 
     python eval/frontier.py task=gsm8k data.split=validation frontier.baselines=[sd] \\
         'frontier.sweep_methods=[cascade]' frontier.grid=[0.5,0.85] out_dir=runs/val/gsm8k

@@ -20,8 +20,9 @@ from specdec.proposers import Proposal, Proposer
 from specdec.targets import ExactRule, RoundScores, Rule, pair_features, total_variation
 from specdec.verify import ZERO_PROB_DRAFT, verify
 
-# Per-output-token records (padded [B, T] or [B, T, ·]); NaN where a quantity does not exist (no proposal).
-TOKEN_KEYS = ("p_token", "q_token", "nu_token", "w", "tv_pq", "tv_nu_p")  # + relaxed_token, tv_q_relaxed (Rule.relaxed)
+# Per-output-token records (padded [B, T] or [B, T, ·]); NaN where a quantity does not exist (no proposal). A rule
+# whose ν has another end than q at w = 0 (Rule.relaxed) adds relaxed_token and tv_q_relaxed.
+TOKEN_KEYS = ("p_token", "q_token", "nu_token", "w", "tv_pq", "tv_nu_p")
 HIDDEN_KEYS = ("h_p", "h_q", "feats")
 
 
