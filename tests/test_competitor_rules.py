@@ -196,6 +196,15 @@ def test_api_and_cli_serve_the_new_rules(micro_trio, tmp_path):
               "--rule", "typical", "--epsilon", "0.2", "--max-new-tokens", "8"])
     (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert "error" not in rec and len(rec["token_ids"]) <= 8
+    # the ν-form (the bonus token from typical's ν) through the API and the CLI
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="typical", device="cpu", epsilon=0.2,
+                                              bonus="nu")
+    assert sg.label == "typical(eps=0.2, nu)" and sg.spec.rule.needs_bonus_q
+    out2 = tmp_path / "out_nu.jsonl"
+    cli_main(["--models-dir", str(micro_trio), "--prompts-file", str(src), "--out", str(out2), "--device", "cpu",
+              "--rule", "typical", "--epsilon", "0.2", "--bonus", "nu", "--max-new-tokens", "8"])
+    (rec,) = [json.loads(x) for x in out2.read_text().splitlines()]
+    assert "error" not in rec and 0 < len(rec["token_ids"]) <= 8
 
 
 def test_a_linear_head_starts_exactly_at_the_rules_it_can_express():
