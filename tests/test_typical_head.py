@@ -131,7 +131,7 @@ def test_rollout_records_recompute_a_truncating_heads_nu(micro_trio):
     assert float((rec["relaxed_token"][m] - rec["q_token"][m]).abs().max()) > 1e-3  # r is not q: the test bites
     b = rollout(models, head, prompts, target_cfg=cfg, gamma=3, max_new_tokens=16, temperature=1.0,
                 generator=torch.Generator().manual_seed(0))
-    assert torch.equal(b.mask, m) or int(b.mask.sum()) > 0
+    assert int(b.mask.sum()) > 10 and float((b.r_tok - b.q_tok)[b.mask].abs().max()) > 1e-3  # r_tok is r, not q
     lp = log_nu(b.w, b.p_tok, b.r_tok)
     assert torch.isfinite(lp[b.mask]).all() and bool((b.tv_r[b.mask] >= 0).all())
     assert torch.allclose(lp[b.mask].exp(), (b.w * b.p_tok + (1 - b.w) * b.r_tok)[b.mask])
