@@ -15,9 +15,11 @@ if [[ $TASK == real_* ]]; then  # the real pair (run_real.sh): each temperature'
   for d in $R/t*_n*; do
     [ -f $d/frontier.md ] && cp $d/frontier.md $D/$(basename $d | cut -d_ -f1)_frontier.md
     $PY eval/pool.py $d --ref sd > $D/$(basename $d | cut -d_ -f1)_pool.md 2>/dev/null || true
-    for h in "$d"/selected*; do  # real_head.sh's head against the rule envelope
+    for h in "$d"/selected*; do  # real_head.sh's heads against the rule envelope (head_flip: _pool_vs_head.md)
       [ -f "$h/metrics.json" ] || continue
-      $PY eval/pool.py $d --ref "$(basename "$h")" > $D/$(basename $d | cut -d_ -f1)_pool_vs_head.md
+      run=$(basename "$h" | sed 's/^selected(\(.*\))$/\1/')
+      suffix=$([[ $run == head_flip ]] && echo head || echo $run)
+      $PY eval/pool.py $d --ref "$(basename "$h")" > $D/$(basename $d | cut -d_ -f1)_pool_vs_$suffix.md
     done
   done
   # real_head.sh: the validation sweep behind the start, the start's choice, the heads' validation and the choice
@@ -27,6 +29,7 @@ if [[ $TASK == real_* ]]; then  # the real pair (run_real.sh): each temperature'
     cp $R/val_replot/frontier.md $D/val_frontier.md
   fi
   [ -f $R/choice.json ] && cp $R/choice.json $D/choice.json
+  [ -f $R/choice_typical.json ] && cp $R/choice_typical.json $D/choice_typical.json
   for run in $R/head_*; do
     name=$(basename $run)
     [ -f $run/summary.json ] && cp $run/summary.json $D/${name}_summary.json
