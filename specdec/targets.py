@@ -287,30 +287,28 @@ class HeadEnsembleRule(Rule):
         self.needs_amateur = bool(base is not None and base.needs_amateur)
         self.typical_epsilon = float(typical_epsilon)
 
-    def _untruncated(self, scores: RoundScores) -> torch.Tensor:
-        return scores.p if self.base_rule is None else self.base_rule.base(scores)
-
-    def _typical(self, b: torch.Tensor) -> torch.Tensor:
-        return typical_set(b, self.typical_epsilon, self.typical_epsilon ** 0.5)
+    def _ends(self, scores: RoundScores) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """ν's ends (w = 1, w = 0): (b, None) without truncation (the w = 0 end is q), else (b_S, typical's ν),
+        the base and the typical set computed once."""
+        b = scores.p if self.base_rule is None else self.base_rule.base(scores)
+        if not self.typical_epsilon:
+            return b, None
+        keep = typical_set(b, self.typical_epsilon, self.typical_epsilon ** 0.5)
+        return truncate(b, b, keep), truncate(_q_full(scores).to(b.dtype), b, keep)
 
     def base(self, scores: RoundScores) -> torch.Tensor:
-        b = self._untruncated(scores)
-        return b if not self.typical_epsilon else truncate(b, b, self._typical(b))
+        return self._ends(scores)[0]
 
     def relaxed(self, scores: RoundScores) -> torch.Tensor | None:
-        if not self.typical_epsilon:
-            return None
-        b = self._untruncated(scores)
-        return truncate(_q_full(scores).to(b.dtype), b, self._typical(b))
+        return self._ends(scores)[1]
 
     def __call__(self, scores: RoundScores):
-        b, q = self.base(scores), _q_full(scores)
+        (b, a), q = self._ends(scores), _q_full(scores)
         if scores.h_q is None or scores.h_p is None:
             raise ValueError("the ensemble head needs hidden states from both the proposer and the target; "
                              "the n-gram proposer has none")
         with torch.no_grad():
             w = self.head(scores.h_q, scores.h_p, pair_features(b, q)).to(b.dtype)
-        a = self.relaxed(scores)
         return ensemble_target(b, q if a is None else a, w), w
 
 

@@ -120,11 +120,10 @@ def sample_batches(path: Path, signature: dict) -> dict[str, dict[int, list[list
     return out
 
 
-def load_or_sample(path: Path, make, signature: dict | None = None) -> list[list[int]]:
+def load_or_sample(path: Path, make, signature: dict) -> list[list[int]]:
     """The sample set of a run: read back when the run directory holds one drawn under the same `signature` (the
-    target's weights, tasks, data and sampling settings), drawn (and written atomically) when it holds none; one
-    drawn under another signature is refused, never silently reused."""
-    signature = json.loads(json.dumps(signature or {}))  # as stored
+    target's weights, tasks, data and sampling settings, as JSON stores them), drawn (and written atomically) when it
+    holds none; one drawn under another signature is refused, never silently reused."""
     if path.is_file():
         saved = json.loads(path.read_text())
         old = saved.get("signature")  # files from before signatures were recorded: accepted
