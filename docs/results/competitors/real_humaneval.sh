@@ -5,13 +5,16 @@
 # Fixed before any result, in this order (one directory; a kill loses at most the batch in flight):
 #   rules: sd, static w = 0 (the 0.5B alone) and 0.5, typical ε = 0.3 and cascade t = 0.02 (the two best rules of the
 #          real MBPP test table, run_real.sh);
-#   head:  the MBPP head real_head.sh shipped (its selected.json), as "selected(head_flip)".
-# Resumable (rerun the same command). Usage: bash docs/results/competitors/real_humaneval.sh [rules | head | all]
+#   head:  an MBPP head real_head.sh shipped (its selected.json), as "selected(head_VARIANT)". VARIANT (the second
+#          argument) is typical, the truncating head real_head.sh ... typical chose on validation (written before its
+#          HumanEval run; it ships typical's ν-form, 0.625 on the MBPP test against head_flip's SD-level 0.406), or flip.
+# Resumable (rerun the same command). Usage: bash docs/results/competitors/real_humaneval.sh [rules | head | all] [typical | flip]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
 PY=.venv/bin/python
 STEP=${1:-all}
+VARIANT=${2:-typical}
 R=runs/competitors/real_humaneval/t1_n164
 COMMON=(task=humaneval model=qwen25coder_15b_05b temperature=1.0 seed=12 eval.num_samples=164 eval.batch_size=8
         eval.max_new_tokens=512 num_threads=1 task.reward_opts.max_workers=1 eval.progress=false resume=true)
@@ -22,7 +25,8 @@ if [[ $STEP == all || $STEP == rules ]]; then
       'frontier.sweeps.cascade.threshold=[0.02]'
 fi
 if [[ $STEP == all || $STEP == head ]]; then
-  HEAD=$($PY -c "import json; print(json.load(open('runs/competitors/real_mbpp/head_flip/selected.json'))['best']['head'])")
-  timed $PY eval/run.py "${COMMON[@]}" method=diversed head=$HEAD "out_dir='$R/selected(head_flip)'"
-  $PY eval/pool.py $R --ref "selected(head_flip)"
+  SEL=runs/competitors/real_mbpp/head_$VARIANT/selected.json
+  HEAD=$($PY -c "import json; print(json.load(open('$SEL'))['best']['head'])")
+  timed $PY eval/run.py "${COMMON[@]}" method=diversed head=$HEAD "out_dir='$R/selected(head_$VARIANT)'"
+  $PY eval/pool.py $R --ref "selected(head_$VARIANT)"
 fi
