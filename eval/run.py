@@ -94,6 +94,9 @@ def cut_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> str:
 # resumed run records them from then on).
 SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "reward_opts", "model_fingerprints",
                          "drafter_sha256")
+# Method parameters added later, with the value that decodes exactly as runs made before them did: a record
+# without the key resumes when the key now holds that value.
+PARAMS_ADDED_LATER = {"bonus": "p"}  # typical acceptance's bonus token (its ν-form came later)
 
 
 def _plain(x: Any) -> Any:
@@ -110,6 +113,12 @@ def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
                 f"another directory (hydra.run.dir=...)"
             )
         old = json.loads(run_file.read_text()) if run_file.exists() else {}
+        signature_now = signature
+        signature = {**signature}
+        for section in ("params", "method_config"):
+            if isinstance(signature.get(section), dict) and isinstance(old.get(section), dict):
+                signature[section] = {k: v for k, v in signature[section].items()
+                                      if not (k not in old[section] and PARAMS_ADDED_LATER.get(k, object()) == v)}
         # the roles loaded so far depend on what ran before in this process (a sweep's cd loads the amateur):
         # compare the models both records fingerprint
         had, has = old.get("model_fingerprints") or {}, signature["model_fingerprints"]
@@ -119,6 +128,7 @@ def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
         if diff:
             shown = "; ".join(diff)
             raise ValueError(f"cannot resume {out_dir}: it was run with different settings ({shown})")
+        signature = signature_now
     out_dir.mkdir(parents=True, exist_ok=True)
     run_file.write_text(json.dumps(signature, indent=2, sort_keys=True))
 
