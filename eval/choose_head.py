@@ -10,6 +10,9 @@ own start by more than the validation noise. Two steps, the evaluation in betwee
         "heads=[RUN_DIR/candidates/start/head,...]" out_dir=VAL_HEADS_DIR
     python eval/choose_head.py choose VAL_HEADS_DIR --lambda 0.1 --out RUN_DIR/selected.json
 
+`python eval/choose_head.py flipped RUN_DIR` exports a flip head's rule with every decision flipped (RUN_DIR/ends/
+flipped/head): the other end of its family, a diagnostic beside the candidates, never one of them.
+
 Shipping the rule itself is a valid outcome: it says training found nothing above it on validation. The choice
 (selected.json) names the chosen head's directory; every candidate's score, acceptance and J are kept
 beside it, so a reader sees what was rejected.
@@ -79,6 +82,26 @@ def export_candidates(run_dir: Path) -> list[Path]:
     return out
 
 
+def export_flipped(run_dir: Path) -> Path:
+    """The other end of a flip head's family, as a head: its rule with every decision flipped (flip probability 1).
+    From a typical-acceptance start (w = 0 everywhere) that is w = 1 everywhere: SD against p cut to its typical
+    set. A diagnostic of how far apart the family's ends lie, not a candidate: written to run_dir/ends/flipped."""
+    from heads import export_head, load_head
+
+    rule_dir = export_candidates(run_dir)[0]
+    head, cfg = load_head(rule_dir)
+    if head.cfg.base_rule is None or rule_dir.parent.name != "rule":
+        raise ValueError(f"{run_dir}: not a flip head (head.init_mode=flip) started at a rule")
+    out = run_dir / "ends" / "flipped" / "head"
+    if not (out / "config.json").exists():
+        head.out.weight.data.zero_()
+        head.out.bias.data.fill_(RULE_SHARPNESS)
+        meta = {k: v for k, v in cfg.items() if k not in _FORMAT_KEYS}
+        meta["checkpoint"] = {**cfg.get("checkpoint", {}), "flipped": True}
+        export_head(head, out, meta)
+    return out
+
+
 def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
     """Among the evaluated heads (method diversed), the one with the highest J = score + λ·acceptance (ties: the
     earlier candidate: the rule, then the start, then the checkpoints by step)."""
@@ -110,6 +133,8 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("export", help="export the start and every checkpoint of a training run")
     e.add_argument("run_dir", type=Path)
+    f = sub.add_parser("flipped", help="export a flip head's rule with every decision flipped (the family's other end)")
+    f.add_argument("run_dir", type=Path)
     c = sub.add_parser("choose", help="choose among the evaluated candidates by J on validation")
     c.add_argument("val_dirs", type=Path, nargs="+",
                    help="eval/frontier.py output(s) of the candidates on validation prompts (several: the candidates "
@@ -119,6 +144,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.cmd == "export":
         print(",".join(str(h) for h in export_candidates(args.run_dir)))
+        return
+    if args.cmd == "flipped":
+        print(export_flipped(args.run_dir))
         return
     best, cands = choose(collect(args.val_dirs), args.lam)
     print(f"| head | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")

@@ -189,6 +189,13 @@ def test_a_flip_head_trains_exports_and_offers_its_rule(micro_trio, tmp_path):
 
     hq, hp = torch.randn(300, rule.cfg.hidden_q, generator=g), torch.randn(300, rule.cfg.hidden_p, generator=g)
     assert torch.equal(rule(hq, hp, pair_features(pp, qq)), cascade_weight(pp, qq, 0.05))
+    # the family's other end: every decision of the rule flipped (a diagnostic, never among the candidates)
+    from eval.choose_head import export_flipped
+
+    flipped, fcfg = load_head(export_flipped(run_dir))
+    assert fcfg["checkpoint"]["flipped"] is True and fcfg["target"] == load_head(heads[0])[1]["target"]
+    assert torch.equal(flipped(hq, hp, pair_features(pp, qq)), 1 - cascade_weight(pp, qq, 0.05))
+    assert "flipped" not in [h.parent.name for h in export_candidates(run_dir)]
     bad = run(smoke_args(micro_trio, tmp_path / "bad", "head.init_mode=flip"))
     assert bad.returncode != 0 and "head.init_mode=flip corrects a rule" in bad.stdout + bad.stderr
 
