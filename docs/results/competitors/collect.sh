@@ -44,7 +44,7 @@ cp $R/replot/frontier.md $D/test_frontier.md; cp $R/replot/quality_vs_acceptance
 for c in $R/val/choice_typical*.json; do [ -f $c ] && cp $c $D/; done  # typical_head.sh / typical_nu_val.sh
 [ -d $R/val ] && $PY eval/frontier.py "frontier.from_dirs=[$R/val]" out_dir=$R/val_replot > /dev/null 2>&1 &&
     cp $R/val_replot/frontier.md $D/val_frontier.md  # every validation rule, the ν-forms run by eval/run.py included
-for h in $R/test/diversed* $R/test/selected* $R/test/typical_flip*; do
+for h in $R/test/diversed* $R/test/selected* $R/test/typical_flip* $R/test/typical_wide_flip* $R/test/typical_end*; do
   [ -f "$h/metrics.json" ] || continue
   lab=$(basename "$h")
   $PY eval/pool.py $R/test --ref "$lab" > "$D/pool_vs_$(echo "$lab" | sed 's/λ/lam/g; s/[^A-Za-z0-9._=-]/_/g').md"
@@ -53,6 +53,7 @@ for run in $R/head_*; do
   name=$(basename $run)
   [ -f $run/summary.json ] && cp $run/summary.json $D/${name}_summary.json
   [ -f $run/selected.json ] && cp $run/selected.json $D/${name}_selected.json
+  [ -f $run/choice.json ] && cp $run/choice.json $D/${name}_choice.json  # typical_lambda_sweep.sh's start at its λ
 done
 [ -d $R/test_T0 ] && $PY eval/pool.py $R/test_T0 > $D/pool_T0.md && cp $R/test_T0/frontier.md $D/test_T0_frontier.md
 ls $D
