@@ -24,12 +24,12 @@ if [[ $TASK == real_* ]]; then  # the real pair (run_real.sh): each temperature'
   done
   # real_head.sh: the validation sweep behind the start, the start's choice, the heads' validation and the choice
   if [ -d $R/val_a ]; then
-    VALS=$(ls -d $R/val_a $R/val_b $R/val_c 2>/dev/null | paste -sd, -)
+    VALS=$(ls -d $R/val_a $R/val_b $R/val_c $R/val_d 2>/dev/null | paste -sd, -)
     $PY eval/frontier.py "frontier.from_dirs=[$VALS]" out_dir=$R/val_replot > /dev/null 2>&1
     cp $R/val_replot/frontier.md $D/val_frontier.md
   fi
   [ -f $R/choice.json ] && cp $R/choice.json $D/choice.json
-  [ -f $R/choice_typical.json ] && cp $R/choice_typical.json $D/choice_typical.json
+  for c in $R/choice_typical*.json; do [ -f $c ] && cp $c $D/; done
   for run in $R/head_*; do
     name=$(basename $run)
     [ -f $run/summary.json ] && cp $run/summary.json $D/${name}_summary.json

@@ -56,6 +56,19 @@ case $STEP in
          # the validation problems, to see whether that lead holds on 64 other problems
     timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_c 'frontier.baselines=[]' 'frontier.grid=[]' \
         'frontier.sweep_methods=[typical]' 'frontier.sweeps.typical.epsilon=[0.3,0.1]' ;;
+  wide) # added after the trio's typical_wide.sh (its knob was not bracketed at ε = 0.3 there): typical's ν-form at
+         # ε = 1, 0.3 and 0.1 on the validation problems (val_d) and at ε = 1 and 0.1 on the test problems (0.3 is
+         # the shipped head's own rule there), then the start's choice again over val_a..val_d (choice_typical_wide)
+    for EPS in 1 0.3 0.1; do
+      timed $PY eval/run.py "${VAL[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
+          "out_dir='$R/val_d/typical(eps=$EPS,nu)'"
+    done
+    for EPS in 1 0.1; do
+      timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
+          "out_dir='$R/t1_n64/typical(eps=$EPS,nu)'"
+    done
+    $PY eval/choose_start.py $R/val_a $R/val_b $R/val_c $R/val_d --lambda 0.1 --out $R/choice_typical_wide.json
+    [ -f "$R/t1_n64/selected(head_typical)/metrics.json" ] && $PY eval/pool.py $R/t1_n64 --ref "selected(head_typical)" ;;
   choose) $PY eval/choose_start.py "${VALS[@]}" --lambda 0.1 --out $CHOICE ;;
   train)
     OVR=$($PY -c "import json; print(json.load(open('$CHOICE'))['overrides'])")
@@ -81,5 +94,6 @@ case $STEP in
           "out_dir='$R/t1_n64/typical(eps=$EPS,nu)'"
     fi
     $PY eval/pool.py $R/t1_n64 --ref "selected($(basename $RUN))" ;;
-  *) echo "real_head.sh: STEP is val_a, val_b, val_c, choose, train, select_a, select_b, select or test" >&2; exit 2 ;;
+  *) echo "real_head.sh: STEP is val_a, val_b, val_c, wide, choose, train, select_a, select_b, select or test" >&2
+     exit 2 ;;
 esac
