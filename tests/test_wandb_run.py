@@ -36,15 +36,24 @@ def wandb_records(path):
             yield rec
 
 
-def summary_of(run_dir) -> dict:
-    """The run summary of the one offline run under run_dir, as the run's summary updates leave it."""
+def summary_of(run_dir, want: tuple[str, ...] = (), wait_s: float = 30.0) -> dict:
+    """The run summary of the one offline run under run_dir, as the run's summary updates leave it. The W&B service
+    process writes the run file on its own schedule (once, in CI under load, the summary was not in it yet when
+    the test read it), so this reads again until every key in `want` is there or wait_s has passed; the caller
+    still asserts the values."""
+    import time
+
     (run,) = (run_dir / "wandb").glob("offline-run-*/*.wandb")
-    out = {}
-    for rec in wandb_records(run):
-        if rec.WhichOneof("record_type") == "summary":
-            for item in rec.summary.update:
-                out[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
-    return out
+    deadline = time.monotonic() + wait_s
+    while True:
+        out = {}
+        for rec in wandb_records(run):
+            if rec.WhichOneof("record_type") == "summary":
+                for item in rec.summary.update:
+                    out[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+        if all(k in out for k in want) or time.monotonic() > deadline:
+            return out
+        time.sleep(0.5)
 
 
 def test_offline_run_logs_steps_and_puts_the_final_metrics_in_the_summary(tmp_path, monkeypatch):
@@ -56,7 +65,7 @@ def test_offline_run_logs_steps_and_puts_the_final_metrics_in_the_summary(tmp_pa
         wandb_run.log_step(run, {"step": step, "loss": 1.0 / step, "reward_ranks": [1, 2], "gap": float("nan")},
                            step=step)
     wandb_run.finish(run, {"final": {"task_reward": 0.25, "acceptance_rate": 0.75}, "steps": 2, "note": "text"})
-    s = summary_of(tmp_path / "train")
+    s = summary_of(tmp_path / "train", want=("final/task_reward", "final/acceptance_rate", "steps"))
     assert s["final/task_reward"] == 0.25 and s["final/acceptance_rate"] == 0.75 and s["steps"] == 2
     assert s["loss"] == 0.5 and "reward_ranks" not in s and "gap" not in s and "note" not in s
 
@@ -64,7 +73,7 @@ def test_offline_run_logs_steps_and_puts_the_final_metrics_in_the_summary(tmp_pa
     results = [{"label": "sd", "task_score": 0.5, "acceptance_rate": 0.6, "params": {"gamma": 4}},
                {"label": "static w=0.5", "task_score": 0.4, "acceptance_rate": 0.9, "flag": True}]
     wandb_run.log_results(cfg(), results, run_dir=tmp_path / "eval")
-    s = summary_of(tmp_path / "eval")
+    s = summary_of(tmp_path / "eval", want=("sd/task_score", "sd/params/gamma", "static w=0.5/acceptance_rate"))
     assert s["sd/task_score"] == 0.5 and s["sd/params/gamma"] == 4 and s["static w=0.5/acceptance_rate"] == 0.9
     assert "static w=0.5/flag" not in s
 
