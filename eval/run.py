@@ -103,6 +103,17 @@ def _plain(x: Any) -> Any:
     return OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x
 
 
+def _without_params_added_later(signature: dict, old: dict) -> dict:
+    """The signature a resume compares with the record `old`: method parameters the record lacks are left out where
+    they hold the value that decodes as the record did (PARAMS_ADDED_LATER)."""
+    out = dict(signature)
+    for section in ("params", "method_config"):
+        if isinstance(out.get(section), dict) and isinstance(old.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items()
+                            if not (k not in old[section] and PARAMS_ADDED_LATER.get(k, object()) == v)}
+    return out
+
+
 def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
     signature = json.loads(json.dumps(signature))  # compare as stored (tuples become lists)
     run_file = out_dir / RUN
@@ -113,22 +124,16 @@ def _check_resume(out_dir: Path, signature: dict, resume: bool) -> None:
                 f"another directory (hydra.run.dir=...)"
             )
         old = json.loads(run_file.read_text()) if run_file.exists() else {}
-        signature_now = signature
-        signature = {**signature}
-        for section in ("params", "method_config"):
-            if isinstance(signature.get(section), dict) and isinstance(old.get(section), dict):
-                signature[section] = {k: v for k, v in signature[section].items()
-                                      if not (k not in old[section] and PARAMS_ADDED_LATER.get(k, object()) == v)}
+        now = _without_params_added_later(signature, old)
         # the roles loaded so far depend on what ran before in this process (a sweep's cd loads the amateur):
         # compare the models both records fingerprint
-        had, has = old.get("model_fingerprints") or {}, signature["model_fingerprints"]
+        had, has = old.get("model_fingerprints") or {}, now["model_fingerprints"]
         diff = settings_diff({**old, "model_fingerprints": {r: had[r] for r in had.keys() & has.keys()}},
-                             {**signature, "model_fingerprints": {r: has[r] for r in had.keys() & has.keys()}},
+                             {**now, "model_fingerprints": {r: has[r] for r in had.keys() & has.keys()}},
                              optional=SIGNATURE_ADDED_LATER)
         if diff:
             shown = "; ".join(diff)
             raise ValueError(f"cannot resume {out_dir}: it was run with different settings ({shown})")
-        signature = signature_now
     out_dir.mkdir(parents=True, exist_ok=True)
     run_file.write_text(json.dumps(signature, indent=2, sort_keys=True))
 
