@@ -16,6 +16,12 @@ flipped/head): the other end of its family, a diagnostic beside the candidates, 
 Shipping the rule itself is a valid outcome: it says training found nothing above it on validation. The choice
 (selected.json) names the chosen head's directory; every candidate's score, acceptance and J are kept
 beside it, so a reader sees what was rejected.
+
+The largest J of many candidates is biased upwards (the winner's curse): with 8 checkpoints on 200 noisy prompts,
+one of them beats the rule on validation by noise alone. So a candidate replaces the first one (the rule, or the
+start of a run without one) only if its paired J gain over it is positive at `--confidence` (default 0.95,
+one-sided, Bonferroni over the challengers: prompts resampled, J = mean score + λ·pooled acceptance). Among those
+that clear it, the highest J ships. `--confidence 0` is the plain arg-max.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np  # noqa: E402
+
 from eval.frontier import collect  # noqa: E402
+from specdec.jsonl import read_jsonl  # noqa: E402
 
 
 def checkpoints_of(run_dir: Path) -> list[Path]:
@@ -102,9 +111,40 @@ def export_flipped(run_dir: Path) -> Path:
     return out
 
 
-def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
+N_BOOT = 2000
+
+
+def per_prompt(run_dir: Path) -> dict[int, tuple[float, int, int]]:
+    """prompt idx -> (score, accepted tokens, drafted tokens) of one evaluated candidate."""
+    f = Path(run_dir) / "samples.jsonl"
+    if not f.exists():
+        raise ValueError(f"{run_dir}: no samples.jsonl, so no paired comparison (pass --confidence 0 for the arg-max)")
+    return {int(s["idx"]): (float(s["score"]), int(sum(s["accepted"])), int(sum(s["drafted"])))
+            for s in read_jsonl(f)}
+
+
+def paired_j_gain(cand: dict, base: dict, lam: float, quantile: float, seed: int = 0) -> tuple[float, float]:
+    """J(cand) − J(base) on the same prompts and its bootstrap `quantile` (prompts resampled jointly), where J =
+    mean score + λ·(accepted / drafted over the prompts)."""
+    if set(cand) != set(base):
+        raise ValueError("the candidates were evaluated on different prompts: a paired comparison needs the same ones")
+    keys = sorted(cand)
+    c = np.array([cand[k] for k in keys], dtype=np.float64)
+    b = np.array([base[k] for k in keys], dtype=np.float64)
+
+    def j(x: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return x[..., 0].mean(-1) + lam * np.nan_to_num(x[..., 1].sum(-1) / x[..., 2].sum(-1))
+
+    idx = np.random.default_rng(seed).integers(0, len(keys), size=(N_BOOT, len(keys)))
+    return float(j(c) - j(b)), float(np.quantile(j(c[idx]) - j(b[idx]), quantile))
+
+
+def choose(rows: list[dict], lam: float, confidence: float = 0.0) -> tuple[dict, list[dict]]:
     """Among the evaluated heads (method diversed), the one with the highest J = score + λ·acceptance (ties: the
-    earlier candidate: the rule, then the start, then the checkpoints by step)."""
+    earlier candidate: the rule, then the start, then the checkpoints by step). With confidence > 0 only the first
+    candidate and those whose paired J gain over it clears the one-sided bound (Bonferroni over the challengers) can
+    ship; each candidate records its gain and bound."""
     cands = []
     for m in rows:
         if m.get("method") != "diversed" or m.get("task_score") is None or m.get("acceptance_rate") is None:
@@ -115,7 +155,8 @@ def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
         if head is None:
             raise ValueError(f"{m['_dir']}: the run does not name its head")
         cands.append({"head": str(head), "label": m["label"], "score": m["task_score"],
-                      "acceptance": m["acceptance_rate"], "J": m["task_score"] + lam * m["acceptance_rate"]})
+                      "acceptance": m["acceptance_rate"], "J": m["task_score"] + lam * m["acceptance_rate"],
+                      "_dir": m["_dir"]})
     if not cands:
         raise ValueError("no evaluated head (method diversed) here: evaluate the candidates first (see the docstring)")
 
@@ -124,7 +165,17 @@ def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
         return {"rule": (0, ""), "start": (1, "")}.get(name, (2, name))
 
     cands.sort(key=order)
-    best = max(cands, key=lambda c: c["J"])  # max keeps the first of equal J: the earliest candidate
+    eligible = cands
+    if confidence > 0 and len(cands) > 1:
+        base = per_prompt(cands[0]["_dir"])
+        q = (1 - confidence) / (len(cands) - 1)
+        for c in cands[1:]:
+            c["J_gain"], c["J_gain_bound"] = paired_j_gain(per_prompt(c["_dir"]), base, lam, q)
+            c["clears"] = c["J_gain_bound"] > 0
+        eligible = [cands[0]] + [c for c in cands[1:] if c["clears"]]
+    for c in cands:
+        c.pop("_dir")
+    best = max(eligible, key=lambda c: c["J"])  # max keeps the first of equal J: the earliest candidate
     return best, cands
 
 
@@ -141,6 +192,9 @@ def main() -> None:
                         "split over parallel runs on the same prompts)")
     c.add_argument("--lambda", dest="lam", type=float, required=True)
     c.add_argument("--out", type=Path, required=True, help="where to write the choice (JSON)")
+    c.add_argument("--confidence", type=float, default=0.95,
+                   help="a candidate replaces the first (the rule, else the start) only if its paired J gain is "
+                        "positive at this one-sided level, Bonferroni over the challengers; 0: the plain arg-max")
     args = ap.parse_args()
     if args.cmd == "export":
         print(",".join(str(h) for h in export_candidates(args.run_dir)))
@@ -148,11 +202,15 @@ def main() -> None:
     if args.cmd == "flipped":
         print(export_flipped(args.run_dir))
         return
-    best, cands = choose(collect(args.val_dirs), args.lam)
-    print(f"| head | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
+    best, cands = choose(collect(args.val_dirs), args.lam, args.confidence)
+    print(f"| head | score | acceptance | J = score + {args.lam:g}·acceptance | paired J gain over the first "
+          f"[one-sided bound] |\n|---|---|---|---|---|")
     for x in cands:
-        print(f"| {x['head']} | {x['score']:.3f} | {x['acceptance']:.3f} | {x['J']:.4f} |{' ← chosen' if x is best else ''}")
-    args.out.write_text(json.dumps({"lambda": args.lam, "best": best, "candidates": cands}, indent=2))
+        gain = f"{x['J_gain']:+.4f} [{x['J_gain_bound']:+.4f}]" if "J_gain" in x else "-"
+        print(f"| {x['head']} | {x['score']:.3f} | {x['acceptance']:.3f} | {x['J']:.4f} | {gain} |"
+              f"{' ← chosen' if x is best else ''}")
+    args.out.write_text(json.dumps({"lambda": args.lam, "confidence": args.confidence, "best": best,
+                                    "candidates": cands}, indent=2))
 
 
 if __name__ == "__main__":

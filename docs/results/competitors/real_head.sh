@@ -15,6 +15,8 @@
 #                the gradient died (1e-11); kept in head_flip_hidden_lr03_collapsed.)
 #   select_a/select_b, then select: eval/choose_head.py ships the rule, the start or a checkpoint by validation J
 #                (λ = 0.1), the candidates evaluated on the validation problems in two halves, one per core;
+#                (MBPP's heads were chosen by the plain arg-max, and the paired gate that became choose_head.py's
+#                default ships the same rule for both; GSM8K's head, chosen after, gets the gate);
 #   test:        the shipped head on the test problems, beside every rule of run_real.sh (eval/pool.py --ref).
 # VARIANT typical (added after the first head shipped SD while typical acceptance set the envelope, +14 over SD on
 # validation; fixed before its results): the start is chosen over val_a, val_b *and* val_c (typical ε = 0.3, 0.1),
