@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue "the real pair at scale" §3, GSM8K at N = 200: the same settings as run_real.sh's GSM8K table (data seed 11,
+# decoding seed 12, T = 1, gamma 4, batch 8, bf16, one thread, 320 new tokens) on 200 problems, the same 200 for every
+# method, so every pair of rows is paired. Fixed before any result at this N:
+#   sd            SD
+#   typical       typical acceptance eps = 0.3 (the best rule by score at N = 64: 0.375 vs SD's 0.281)
+#   static        the static line w in {0.95, 0.85, 0.7, 0.5}
+#   rules         cascade t = 0.1, Fuzzy SD (KL) T = 4, lossy lenience 0.5
+# (the real GSM8K head joins when one is trained: real_head.sh gsm8k ...). One PART per process, so two cores run two
+# parts at once; each method has its own run directory, and every part resumes (rerun the same line).
+# Usage: bash docs/results/competitors/real_gsm8k_n200.sh PART [N]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
+PART=${1:?usage: real_gsm8k_n200.sh PART [N]}
+N=${2:-200}
+B='frontier.baselines=[]' G='frontier.grid=[]' S='frontier.sweep_methods=[]'
+case $PART in
+  sd) ARGS=('frontier.baselines=[sd]' "$G" "$S") ;;
+  typical) ARGS=("$B" "$G" 'frontier.sweep_methods=[typical]' 'frontier.sweeps.typical.epsilon=[0.3]') ;;
+  static) ARGS=("$B" 'frontier.grid=[0.95,0.85,0.7,0.5]' "$S") ;;
+  rules) ARGS=("$B" "$G" 'frontier.sweep_methods=[cascade,fsd,lossy]' 'frontier.sweeps.cascade.threshold=[0.1]'
+               'frontier.sweeps.fsd.threshold=[4.0]' 'frontier.sweeps.lossy.lenience=[0.5]') ;;
+  *) echo "real_gsm8k_n200.sh: PART is sd, typical, static or rules" >&2; exit 2 ;;
+esac
+t0=$SECONDS
+nice -n 5 .venv/bin/python eval/frontier.py task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl \
+  eval.max_new_tokens=320 task.data.seed=11 seed=12 eval.num_samples=$N eval.batch_size=8 num_threads=1 \
+  eval.progress=false resume=true temperature=1.0 out_dir=runs/competitors/real_gsm8k/t1_n$N "${ARGS[@]}"
+echo "[real_gsm8k_n200.sh] $PART took $((SECONDS - t0)) s"
