@@ -1,8 +1,9 @@
 """One command for the speed figures of every method on one model pair (made for a GPU; runs on a CPU too).
 
 Measures, side by side in one run, at batch 1 and 16 (--batch-sizes): tokens/s and latency per token of
-ar_target, sd, static, head (the given head, else a random one), cd and dcd, each through `specdec.generate`
-with records=False (the inference mode); the ratio to ar_target (dcd also to cd, its baseline); the measured L
+ar_target, sd, static, head (the given head, else a random one), the training-free rules (lossy, cascade, fsd,
+typical, fly; one knob value each), cd and dcd, and sd / dcd with a feature drafter (--drafter), each through
+`specdec.generate` with records=False (the inference mode), every method built by the registry evaluation uses; the ratio to ar_target (dcd also to cd, its baseline); the measured L
 (accepted drafts per round); the share of a round spent in the proposer, the target, the amateur, the rule (the
 head lives there), verify and the rest (bookkeeping); and the measured speed-up against the throughput model
 (L+1)/(γ·c+1), c = draft step / target step measured here, and against the refined model that charges the
@@ -13,6 +14,8 @@ head lives there), verify and the rest (bookkeeping); and the measured speed-up 
     python bench/gpu.py --target DIR --draft DIR --amateur DIR --head HEAD_DIR --dtype bfloat16
     python bench/gpu.py --device cpu --smoke                   # a tiny random pair in seconds (the test)
     python bench/gpu.py --device cpu --random-pair sdspeed --batch-sizes 1 --with-records   # the CPU bar
+    python bench/gpu.py --target DIR --draft DIR --amateur DIR --drafter DRAFTER_DIR --methods ar_target sd \
+        sd_feature cd dcd dcd_feature                         # the feature drafter (train/drafter.py) beside the draft LM
 
 Random pairs need no download (weights drawn from the configs; near-uniform distributions at init std 0.02, so
 acceptance is high and says nothing about real models: use them for costs). On a CPU, llama8b-1b is replaced by
@@ -33,6 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 if __package__ in (None, ""):  # `python bench/gpu.py`: make the project root importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,11 +45,29 @@ import torch
 
 from specdec.generate import generate
 from specdec.models import LM, resolve_device, resolve_dtype
-from specdec.proposers import DraftModelProposer
-from specdec.registry import head_rule
-from specdec.targets import PAIR_FEATURES, ContrastiveRule, ExactRule, StaticEnsembleRule
+from specdec.proposers import DraftModelProposer, FeatureDrafter
+from specdec.registry import build_method, head_rule, method_config
+from specdec.targets import PAIR_FEATURES
 
-METHODS = ("ar_target", "sd", "static", "head", "cd", "dcd")
+# bench name -> (registry method, its options from the command line)
+REGISTRY = {
+    "ar_target": ("ar_target", lambda a: {}),
+    "sd": ("sd", lambda a: {}),
+    "static": ("static", lambda a: {"w": a.w}),
+    "lossy": ("lossy", lambda a: {"lenience": a.lenience}),
+    "cascade": ("cascade", lambda a: {"threshold": a.cascade_threshold}),
+    "fsd": ("fsd", lambda a: {"threshold": a.fsd_threshold}),
+    "typical": ("typical", lambda a: {"epsilon": a.epsilon}),
+    "fly": ("fly", lambda a: {"entropy_threshold": a.fly_entropy}),
+    "cd": ("cd", lambda a: {}),
+    "dcd": ("dcd", lambda a: {}),
+    "sd_feature": ("sd", lambda a: {"proposer": "feature", "drafter": a.drafter}),
+    "dcd_feature": ("dcd", lambda a: {"proposer": "feature", "drafter": a.drafter}),
+}
+METHODS = ("ar_target", "sd", "static", "head", "lossy", "cascade", "fsd", "typical", "fly", "cd", "dcd",
+           "sd_feature", "dcd_feature")
+AMATEUR = ("cd", "dcd", "dcd_feature")
+FEATURE = ("sd_feature", "dcd_feature")
 
 # Random pairs: (vocab, hidden, layers, heads, kv heads, intermediate, tied) per role.
 LLAMA_31_8B = (128256, 4096, 32, 32, 8, 14336, False)
@@ -97,6 +119,7 @@ class Pair:
     head: torch.nn.Module | None = None
     head_target: dict | None = None  # the exported head's `target` (what it verifies against: specdec head_rule)
     info: dict = field(default_factory=dict)
+    tokenizer: object = None  # real models: a feature drafter checks it was trained with this tokenizer
 
 
 def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
@@ -124,7 +147,8 @@ def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
     amateur = models.amateur if (args.amateur or models.root is not None) else None
     prompts = [models.tokenizer(p, add_special_tokens=True)["input_ids"] for p in TEXT_PROMPTS]
     return Pair(models.target, models.draft, amateur, prompts, "embedded trio" if cfg["embedded"] else
-                f"{models.path('target')} / {models.path('draft')}", info={"models": models.names()})
+                f"{models.path('target')} / {models.path('draft')}", info={"models": models.names()},
+                tokenizer=models.tokenizer)
 
 
 def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict | None]:
@@ -144,24 +168,28 @@ def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict 
 
 
 def method_spec(name: str, pair: Pair, args) -> tuple:
-    """(proposer, rule, gamma, amateur) of a method: the rule classes evaluation and training use."""
-    d = DraftModelProposer(pair.draft)
-    if name == "ar_target":
-        return None, ExactRule(), 0, None
-    if name == "sd":
-        return d, ExactRule(), args.gamma, None
-    if name == "static":
-        return d, StaticEnsembleRule(args.w), args.gamma, None
+    """(proposer, rule, gamma, amateur) of a method: built by the registry evaluation and training use (a loaded
+    head by its head_rule), so the benchmark times exactly the rule that is evaluated."""
     if name == "head":
         rule = head_rule(pair.head, pair.head_target)  # the rule evaluation and training build for this head
         if rule.needs_amateur and pair.amateur is None:
             raise ValueError("this head was trained against the contrastive π_CD: pass --amateur")
-        return d, rule, args.gamma, pair.amateur if rule.needs_amateur else None
-    if name == "cd":
-        return None, ContrastiveRule(args.alpha, args.beta), 0, pair.amateur
-    if name == "dcd":
-        return d, ContrastiveRule(args.alpha, args.beta), args.gamma, pair.amateur
-    raise ValueError(name)
+        return DraftModelProposer(pair.draft), rule, args.gamma, pair.amateur if rule.needs_amateur else None
+    method, opts = REGISTRY[name]
+    opts = opts(args)
+    random_drafter = name in FEATURE and opts["drafter"] == "random"
+    if random_drafter:  # a freshly initialised drafter: its cost, not its drafts (as the random head)
+        opts = {}
+    models = SimpleNamespace(target=pair.target, draft=pair.draft, amateur=pair.amateur, tokenizer=pair.tokenizer)
+    spec = build_method(method, models, method_config(method, gamma=args.gamma, alpha=args.alpha, beta=args.beta,
+                                                      **opts))
+    proposer = spec.proposer
+    if random_drafter:
+        from specdec.feature_drafter import new_drafter
+
+        torch.manual_seed(0)
+        proposer = FeatureDrafter(new_drafter(pair.target.model).eval().requires_grad_(False), pair.target)
+    return proposer, spec.rule, spec.gamma, spec.amateur
 
 
 def sync(device: torch.device) -> None:
@@ -261,25 +289,28 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
     by = {(r["method"], r["batch"], r["records"]): r for r in rows}
     for r in rows:
         b = r["batch"]
-        base_name = "cd" if r["method"] == "dcd" else "ar_target"
+        base_name = "cd" if r["method"] in ("dcd", "dcd_feature") else "ar_target"
         ar, base = by.get(("ar_target", b, False)), by.get((base_name, b, False))
         r["vs_ar_target"] = r["tokens_per_s"] / ar["tokens_per_s"] if ar else None
         r["vs_base"] = r["tokens_per_s"] / base["tokens_per_s"] if base else None
         r["base"] = base_name
         c = costs[b]
         if not r["gamma"] or r["vs_base"] is None:
-            for k in ("model_speedup", "refined_speedup", "measured_over_model", "measured_over_refined",
+            for k in ("c", "model_speedup", "refined_speedup", "measured_over_model", "measured_over_refined",
                       "refined_inrun_speedup", "measured_over_refined_inrun"):
                 r[k] = None
             continue
         L, g = r["L"], r["gamma"]
-        if r["method"] == "dcd":  # per-token cost of cd: expert + amateur steps; a round: drafts + both passes
+        # a draft step's cost: the draft LM's probed step, or a feature drafter's step as measured in its run
+        draft_1 = r["run_proposer_call_s"] if r["method"] in FEATURE else c["draft_1"]
+        if r["method"] in AMATEUR:  # per-token cost of cd: expert + amateur steps; a round: drafts + both passes
             step = c["target_1"] + c["amateur_1"]
-            simple = (L + 1) / (g * c["draft_1"] / step + 1)
-            refined = (L + 1) * step / (r["proposer_calls_per_round"] * c["draft_1"] + c["target_v"] + c["amateur_v"])
+            simple = (L + 1) / (g * draft_1 / step + 1)
+            refined = (L + 1) * step / (r["proposer_calls_per_round"] * draft_1 + c["target_v"] + c["amateur_v"])
         else:
-            simple = (L + 1) / (g * c["c"] + 1)
-            refined = (L + 1) * c["target_1"] / (r["proposer_calls_per_round"] * c["draft_1"] + c["target_v"])
+            simple = (L + 1) / (g * draft_1 / c["target_1"] + 1)
+            refined = (L + 1) * c["target_1"] / (r["proposer_calls_per_round"] * draft_1 + c["target_v"])
+        r["c"] = draft_1 / c["target_1"]
         r["model_speedup"], r["refined_speedup"] = simple, refined
         r["measured_over_model"] = r["vs_base"] / simple
         r["measured_over_refined"] = r["vs_base"] / refined
@@ -297,15 +328,16 @@ def fmt(x, spec: str = ".2f") -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| method | batch | tok/s | ms/token | × ar_target | × base | L | accept | proposer | target | amateur "
+    head = ("| method | batch | tok/s | ms/token | × ar_target | × base | L | accept | c | proposer | target | amateur "
             "| rule/head | verify | other | model | refined | meas/model | meas/refined | meas/refined(in-run) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         sh = r["share"]
-        name = r["method"] + (" +records" if r["records"] else "") + (" (vs cd)" if r["method"] == "dcd" else "")
+        name = r["method"] + (" +records" if r["records"] else "") + (" (vs cd)" if r["base"] == "cd" else "")
         lines.append(
             f"| {name} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {fmt(r['vs_ar_target'])} "
             f"| {fmt(r['vs_base'])} | {fmt(r['L']) if r['gamma'] else '-'} | {fmt(r['acceptance'])} | "
+            f"{fmt(r['c'], '.3f')} | "
             + " | ".join(f"{100 * sh[k]:.1f}%" for k in ("proposer", "target", "amateur", "rule", "verify", "other"))
             + f" | {fmt(r['model_speedup'])} | {fmt(r['refined_speedup'])} | {fmt(r['measured_over_model'])} "
             f"| {fmt(r['measured_over_refined'])} | {fmt(r['measured_over_refined_inrun'])} |")
@@ -324,6 +356,14 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 16])
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--w", type=float, default=0.5, help="static ensemble weight")
+    ap.add_argument("--lenience", type=float, default=0.5, help="lossy SD's lenience")
+    ap.add_argument("--cascade-threshold", type=float, default=0.1, help="SpecCascade's threshold t")
+    ap.add_argument("--fsd-threshold", type=float, default=4.0, help="Fuzzy SD's KL threshold")
+    ap.add_argument("--epsilon", type=float, default=0.3, help="typical acceptance's epsilon")
+    ap.add_argument("--fly-entropy", type=float, default=0.5, help="FLy's entropy threshold")
+    ap.add_argument("--drafter", default=None,
+                    help="an exported feature drafter for the target (train/drafter.py), for sd_feature and "
+                         "dcd_feature; 'random': a freshly initialised one (its cost only; --smoke's default)")
     ap.add_argument("--alpha", type=float, default=0.5)
     ap.add_argument("--beta", type=float, default=0.1)
     ap.add_argument("--temperature", type=float, default=1.0)
@@ -349,13 +389,17 @@ def main(argv: list[str] | None = None) -> dict:
     if args.smoke:
         args.random_pair = args.random_pair or "tiny"
         args.new_tokens, args.batch_sizes, args.repeats = min(args.new_tokens, 16), [1, 4], 1
+        args.drafter = args.drafter or "random"
     if args.target and not args.draft:
         ap.error("--target needs --draft")
     start = time.perf_counter()
     pair = load_pair(args, device, dtype)
-    methods = [m for m in args.methods if m not in ("cd", "dcd") or pair.amateur is not None]
+    methods = [m for m in args.methods if m not in AMATEUR or pair.amateur is not None]
     if len(methods) < len(args.methods):
         print("[bench] no amateur: cd and dcd skipped (pass --amateur)", flush=True)
+    if not args.drafter and any(m in FEATURE for m in methods):
+        methods = [m for m in methods if m not in FEATURE]
+        print("[bench] no feature drafter: sd_feature and dcd_feature skipped (pass --drafter)", flush=True)
     if "head" in methods:
         pair.head, head_label, pair.head_target = make_head(pair, args.head)
     n_params = {r: sum(p.numel() for p in lm.model.parameters()) for r, lm in

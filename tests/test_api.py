@@ -145,7 +145,8 @@ def test_cli_round_trip_with_bad_lines(micro_trio, tmp_path):
 
 
 def test_bench_gpu_smoke_on_cpu(tmp_path, capsys):
-    """bench/gpu.py --device cpu --smoke: every method at both batch sizes, a JSON file and a markdown table last."""
+    """bench/gpu.py --device cpu --smoke: every method (the rules and a random feature drafter included) at both batch
+    sizes, a JSON file and a markdown table last."""
     from bench.gpu import METHODS
     from bench.gpu import main as bench_main
 
@@ -164,8 +165,10 @@ def test_bench_gpu_smoke_on_cpu(tmp_path, capsys):
             assert r["L"] == 0 and r["share"]["proposer"] == 0
     assert rows[("cd", 1, False)]["share"]["amateur"] > 0 and rows[("ar_target", 1, False)]["vs_ar_target"] == 1.0
     table = capsys.readouterr().out.strip().splitlines()
-    assert table[-1].startswith("| dcd")
-    assert any(line.startswith("| method | batch | tok/s") for line in table[-20:])
+    assert table[-1].startswith("| dcd_feature (vs cd)")
+    assert table[-len(rows) - 2].startswith("| method | batch | tok/s")
+    # a feature drafter's c is its own step's cost, far below the draft LM's here (one layer vs the draft model)
+    assert rows[("sd_feature", 1, False)]["c"] > 0 and rows[("dcd_feature", 1, False)]["base"] == "cd"
 
 
 @pytest.mark.slow
@@ -245,3 +248,25 @@ def test_inference_mode_keeps_verify_input_check():
     for records in (True, False):
         with pytest.raises(ValueError, match="probability 0"):
             generate(target, Lying(draft), [[1, 2], [1]], gamma=2, max_new_tokens=4, records=records)
+
+
+def test_bench_gpu_builds_every_rule_through_the_registry():
+    """bench/gpu.py times the rule evaluation decodes: each method's rule is the registry's, with the knob given."""
+    from types import SimpleNamespace
+
+    from bench.gpu import method_spec
+    from specdec.targets import CascadeRule, FlyRule, FuzzyRule, LossyRule, TypicalRule
+    from specdec.testing import random_pair
+
+    target, draft = random_pair(vocab_size=32)
+    pair = SimpleNamespace(target=target, draft=draft, amateur=None, tokenizer=None)
+    args = SimpleNamespace(gamma=3, w=0.5, lenience=0.3, cascade_threshold=0.02, fsd_threshold=2.0, epsilon=0.1,
+                           fly_entropy=0.7, alpha=0.5, beta=0.1, drafter=None)
+    for name, cls, attr, value in [("lossy", LossyRule, "lenience", 0.3), ("cascade", CascadeRule, "threshold", 0.02),
+                                   ("fsd", FuzzyRule, "threshold", 2.0), ("typical", TypicalRule, "epsilon", 0.1),
+                                   ("fly", FlyRule, "entropy_threshold", 0.7)]:
+        proposer, rule, gamma, amateur = method_spec(name, pair, args)
+        assert isinstance(rule, cls) and getattr(rule, attr) == value and gamma == 3 and amateur is None
+        assert proposer is not None
+    with pytest.raises(ValueError, match="needs a trained drafter"):
+        method_spec("sd_feature", pair, args)
