@@ -6,8 +6,10 @@
 #          (data.holdout), decoded greedily by the target, 4 mismatches each, 128 new tokens (MBPP; GSM8K 320), bf16;
 #   judge: features only (head.use_hidden=false): ~500 labels cannot fit the 896 + 1,536 hidden-state weights;
 #   test:  run_real.sh's T = 1 problems (data seed 11, decoding seed 12, N = 64), at the exported threshold (90%
-#          recall of held-out important mismatches) and at 0.1 and 0.3, into its run directory, so eval/pool.py
-#          pairs them with every rule there.
+#          recall of held-out important mismatches) and at 0.5 and 0.9, into its run directory, so eval/pool.py
+#          pairs them with every rule there. (The trio's 0.1 and 0.3 were planned; changed after MBPP's mining and
+#          before any of those points was decoded: SelfJudge marked 92% of the real mismatches important, and the
+#          exported threshold, 0.34, already flags every held-out one, so lower thresholds would decode SD again.)
 # Resumable per step (the mined mismatches are saved; each evaluation resumes). Needs `make real-models`.
 # Usage: bash docs/results/competitors/real_judges.sh TASK [selfjudge | reward]
 set -euo pipefail
@@ -32,7 +34,7 @@ echo "[real_judges.sh] $TASK $NAME mining and fit took $((SECONDS - t0)) s"
 EV=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" eval.max_new_tokens=$MAX task.data.seed=11 seed=12
     eval.num_samples=64 eval.batch_size=8 num_threads=1 eval.progress=false resume=true temperature=1.0
     method=autojudge head=$J/head)
-for T in exported 0.1 0.3; do
+for T in exported 0.5 0.9; do
   t0=$SECONDS
   if [ $T == exported ]; then
     nice -n 5 $PY eval/run.py "${EV[@]}" "out_dir='$R/t1_n64/$NAME(exported)'"
