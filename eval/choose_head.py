@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from eval.frontier import collect  # noqa: E402
-from specdec.jsonl import read_jsonl  # noqa: E402
+from eval.pool import per_prompt as pool_per_prompt  # noqa: E402
 
 
 def checkpoints_of(run_dir: Path) -> list[Path]:
@@ -114,13 +114,12 @@ def export_flipped(run_dir: Path) -> Path:
 N_BOOT = 2000
 
 
-def per_prompt(run_dir: Path) -> dict[int, tuple[float, int, int]]:
-    """prompt idx -> (score, accepted tokens, drafted tokens) of one evaluated candidate."""
-    f = Path(run_dir) / "samples.jsonl"
-    if not f.exists():
-        raise ValueError(f"{run_dir}: no samples.jsonl, so no paired comparison (pass --confidence 0 for the arg-max)")
-    return {int(s["idx"]): (float(s["score"]), int(sum(s["accepted"])), int(sum(s["drafted"])))
-            for s in read_jsonl(f)}
+def per_prompt(run_dir: str | Path) -> dict:
+    """prompt -> (score, accepted tokens, drafted tokens) of one evaluated candidate (eval/pool.py's reading)."""
+    d = Path(run_dir)
+    if not (d / "samples.jsonl").exists():
+        raise ValueError(f"{d}: no samples.jsonl, so no paired comparison (pass --confidence 0 for the arg-max)")
+    return pool_per_prompt([d.parent], d.name)
 
 
 def paired_j_gain(cand: dict, base: dict, lam: float, quantile: float, seed: int = 0) -> tuple[float, float]:
