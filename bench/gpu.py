@@ -145,10 +145,26 @@ def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
            "embedded": not args.target and not args.models_dir}
     models = Models(cfg)
     amateur = models.amateur if (args.amateur or models.root is not None) else None
-    prompts = [models.tokenizer(p, add_special_tokens=True)["input_ids"] for p in TEXT_PROMPTS]
+    prompts = task_prompts(args, models.tokenizer) if args.task else \
+        [models.tokenizer(p, add_special_tokens=True)["input_ids"] for p in TEXT_PROMPTS]
     return Pair(models.target, models.draft, amateur, prompts, "embedded trio" if cfg["embedded"] else
-                f"{models.path('target')} / {models.path('draft')}", info={"models": models.names()},
+                f"{models.path('target')} / {models.path('draft')}",
+                info={"models": models.names(), "prompts": f"{args.task}: {len(prompts)} rows, data seed "
+                      f"{args.data_seed}, {args.data_path or 'synthetic'}" if args.task else "the bench's text prompts"},
                 tokenizer=models.tokenizer)
+
+
+def task_prompts(args, tokenizer) -> list[list[int]]:
+    """--task: the task's prompts, formatted as evaluation formats them (its chat template on a chat model), from
+    --data-path (a seeded draw of --n-prompts rows, data seed --data-seed: eval/run.py's task.data.seed)."""
+    from data.loaders import load_examples
+    from data.tasks import get_task
+    from specdec.models import encode_prompt
+
+    task = get_task(args.task)
+    rows = load_examples(task.name, path=args.data_path, source="file" if args.data_path else "synthetic",
+                         n=args.n_prompts, seed=args.data_seed).rows
+    return [encode_prompt(tokenizer, task.format_prompt(r, tokenizer)) for r in rows]
 
 
 def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict | None]:
@@ -369,6 +385,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--prompt-len", type=int, default=32, help="random pairs: prompt length in tokens")
+    ap.add_argument("--task", default=None, help="real models: the prompts of this task (e.g. mbpp) instead of the "
+                                                 "bench's four text prompts, formatted as evaluation formats them")
+    ap.add_argument("--data-path", default=None, help="--task's data file (e.g. ../shared/data/mbpp/sanitized-mbpp.json)")
+    ap.add_argument("--n-prompts", type=int, default=8, help="--task: how many prompts (cycled to fill a batch)")
+    ap.add_argument("--data-seed", type=int, default=0, help="--task: the seeded draw (eval/run.py's task.data.seed)")
     ap.add_argument("--repeats", type=int, default=1, help="timed runs per cell (median kept), after a warm-up")
     ap.add_argument("--pick", choices=["median", "min"], default="median",
                     help="which timed run of a cell is kept (min: robust on a shared, loaded machine)")

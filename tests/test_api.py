@@ -270,3 +270,26 @@ def test_bench_gpu_builds_every_rule_through_the_registry():
         assert proposer is not None
     with pytest.raises(ValueError, match="needs a trained drafter"):
         method_spec("sd_feature", pair, args)
+
+
+def test_bench_gpu_times_a_task_s_prompts_as_evaluation_formats_them(micro_trio, tmp_path):
+    """--task: the benchmark decodes the task's own prompts, token for token those eval/run.py feeds the models."""
+    from types import SimpleNamespace
+
+    from bench.gpu import main as bench_main
+    from bench.gpu import task_prompts
+    from data.loaders import load_examples
+    from data.tasks import get_task
+    from eval.run import encode_prompts
+    from specdec.loading import Models
+
+    models = Models({"dir": str(micro_trio), "device": "cpu", "dtype": "float32"})
+    args = SimpleNamespace(task="gsm8k", data_path=None, n_prompts=3, data_seed=5)
+    rows = load_examples("gsm8k", source="synthetic", n=3, seed=5).rows
+    want, _ = encode_prompts(get_task("gsm8k"), rows, models.tokenizer, 10_000, 0)
+    assert task_prompts(args, models.tokenizer) == want and len(want) == 3
+    result = bench_main(["--device", "cpu", "--dtype", "float32", "--models-dir", str(micro_trio), "--task", "gsm8k",
+                         "--n-prompts", "3", "--data-seed", "5", "--methods", "ar_target", "sd", "typical",
+                         "--batch-sizes", "1", "--new-tokens", "4", "--out", str(tmp_path / "b.json")])
+    assert result["pair_info"]["prompts"].startswith("gsm8k: 3 rows, data seed 5")
+    assert {r["method"] for r in result["rows"]} == {"ar_target", "sd", "typical"}
