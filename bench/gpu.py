@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # `python bench/gpu.py`: make the project root im
 
 import torch
 
-from specdec.generate import generate
+from specdec.generate import GenerationOutput, generate
 from specdec.models import LM, resolve_device, resolve_dtype
 from specdec.proposers import DraftModelProposer, FeatureDrafter
 from specdec.registry import build_method, head_rule, method_config
@@ -229,32 +229,50 @@ def step_cost(lm: LM, prompts: list[list[int]], width: int, steps: int) -> float
     return statistics.median(times[2:])
 
 
+def pooled_output(outs: list[GenerationOutput]) -> GenerationOutput:
+    """Several decodes at one batch size (a cell's batches in turn) read as one: rounds stacked, numeric stats
+    summed, so L, acceptance and the time split are over all of them."""
+    if len(outs) == 1:
+        return outs[0]
+    keys = set.intersection(*(set(o.rounds) for o in outs))
+    stats = {k: sum(o.stats[k] for o in outs) for k in outs[0].stats
+             if all(isinstance(o.stats.get(k), (int, float)) for o in outs)}
+    return GenerationOutput(tokens=[t for o in outs for t in o.tokens],
+                            finish_reason=[f for o in outs for f in o.finish_reason], records={},
+                            rounds={k: torch.cat([o.rounds[k] for o in outs]) for k in keys}, stats=stats)
+
+
 class Cell:
     """One method at one batch size (records on or off): its decoding set-up and its timed runs."""
 
     def __init__(self, name: str, pair: Pair, batch: int, args, records: bool = False):
         self.name, self.pair, self.batch, self.args, self.records = name, pair, batch, args, records
         self.proposer, self.rule, self.gamma, self.amateur = method_spec(name, pair, args)
-        self.prompts = [pair.prompts[i % len(pair.prompts)] for i in range(batch)]
+        # --rotate N: each run decodes N batches in turn, consecutive slices of the prompt pool (cycled), read as one
+        pool = pair.prompts
+        self.batches = [[pool[(j * batch + i) % len(pool)] for i in range(batch)] for j in range(args.rotate)]
         self.runs: list[tuple[float, object]] = []
 
-    def decode(self, new_tokens: int, timing: bool):
+    def decode(self, new_tokens: int, timing: bool, batches: list | None = None):
         pair = self.pair
         for lm in (pair.target, pair.draft, pair.amateur, self.proposer):
             if lm is not None and hasattr(lm, "sync_timing"):  # LMs and the feature drafter
                 lm.sync_timing = timing
-        gen = torch.Generator(device=pair.target.device).manual_seed(self.args.seed)
-        sync(pair.target.device)
-        t = time.perf_counter()
-        out = generate(pair.target, self.proposer, self.prompts, rule=self.rule, gamma=self.gamma,
-                       max_new_tokens=new_tokens, temperature=self.args.temperature, eos_token_id=None,
-                       amateur=self.amateur, generator=gen, records=self.records,
-                       record_hidden=self.records and self.name == "head", compile=self.args.compile)
-        sync(pair.target.device)
-        return time.perf_counter() - t, out
+        wall, outs = 0.0, []
+        for prompts in batches or self.batches:
+            gen = torch.Generator(device=pair.target.device).manual_seed(self.args.seed)
+            sync(pair.target.device)
+            t = time.perf_counter()
+            outs.append(generate(pair.target, self.proposer, prompts, rule=self.rule, gamma=self.gamma,
+                                 max_new_tokens=new_tokens, temperature=self.args.temperature, eos_token_id=None,
+                                 amateur=self.amateur, generator=gen, records=self.records,
+                                 record_hidden=self.records and self.name == "head", compile=self.args.compile))
+            sync(pair.target.device)
+            wall += time.perf_counter() - t
+        return wall, pooled_output(outs)
 
     def warm_up(self) -> None:
-        self.decode(min(self.args.new_tokens, 8), timing=False)  # (and compilation with --compile)
+        self.decode(min(self.args.new_tokens, 8), timing=False, batches=self.batches[:1])  # (and compilation)
 
     def timed_run(self) -> None:
         self.runs.append(self.decode(self.args.new_tokens, timing=False))
@@ -391,6 +409,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--n-prompts", type=int, default=8, help="--task: how many prompts (cycled to fill a batch)")
     ap.add_argument("--data-seed", type=int, default=0, help="--task: the seeded draw (eval/run.py's task.data.seed)")
     ap.add_argument("--repeats", type=int, default=1, help="timed runs per cell (median kept), after a warm-up")
+    ap.add_argument("--rotate", type=int, default=1,
+                    help="batches per timed run, consecutive slices of the prompt pool decoded in turn and summed (at "
+                         "batch 1 with --task, --rotate K times K different prompts instead of the first one)")
     ap.add_argument("--pick", choices=["median", "min"], default="median",
                     help="which timed run of a cell is kept (min: robust on a shared, loaded machine)")
     ap.add_argument("--seed", type=int, default=0)

@@ -290,6 +290,10 @@ def test_bench_gpu_times_a_task_s_prompts_as_evaluation_formats_them(micro_trio,
     assert task_prompts(args, models.tokenizer) == want and len(want) == 3
     result = bench_main(["--device", "cpu", "--dtype", "float32", "--models-dir", str(micro_trio), "--task", "gsm8k",
                          "--n-prompts", "3", "--data-seed", "5", "--methods", "ar_target", "sd", "typical",
-                         "--batch-sizes", "1", "--new-tokens", "4", "--out", str(tmp_path / "b.json")])
+                         "--batch-sizes", "1", "--new-tokens", "4", "--rotate", "3", "--out", str(tmp_path / "b.json")])
     assert result["pair_info"]["prompts"].startswith("gsm8k: 3 rows, data seed 5")
-    assert {r["method"] for r in result["rows"]} == {"ar_target", "sd", "typical"}
+    rows = {r["method"]: r for r in result["rows"]}
+    assert set(rows) == {"ar_target", "sd", "typical"}
+    # --rotate 3 at batch 1: each run decodes the three prompts in turn, read as one (4 tokens each)
+    assert all(r["new_tokens"] == 12 for r in rows.values()) and rows["ar_target"]["rounds"] == 12
+    assert 0 <= rows["sd"]["L"] <= 4 and rows["sd"]["rounds"] >= 3
