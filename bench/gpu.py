@@ -4,9 +4,9 @@ Measures, side by side in one run, at batch 1 and 16 (--batch-sizes): tokens/s a
 ar_target, sd, static, head (the given head, else a random one), the training-free rules (lossy, cascade, fsd,
 typical, fly; one knob value each), cd and dcd, and sd / dcd with a feature drafter (--drafter), each built by the
 registry evaluation uses and decoded through `specdec.generate` with records=False (the inference mode); the ratio
-to ar_target (dcd also to cd, its baseline); the measured L (accepted drafts per round); the share of a round spent in the proposer, the target, the amateur, the rule (the
-head lives there), verify and the rest (bookkeeping); and the measured speed-up against the throughput model
-(L+1)/(γ·c+1), c = draft step / target step measured here, and against the refined model that charges the
+to ar_target (dcd also to cd, its baseline); the measured L (accepted drafts per round); the share of a round
+spent in the proposer, the target, the amateur, the rule (the head lives there), verify and the rest
+(bookkeeping); and the measured speed-up against the throughput model (L+1)/(γ·c+1), c = draft step / target step measured here, and against the refined model that charges the
 (γ+1)-token passes and the proposer steps their measured cost. Prints a markdown table last; writes JSON.
 
     python bench/gpu.py                                        # the embedded trio (built when missing)
