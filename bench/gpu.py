@@ -6,8 +6,9 @@ typical, fly; one knob value each), cd and dcd, and sd / dcd with a feature draf
 registry evaluation uses and decoded through `specdec.generate` with records=False (the inference mode); the ratio
 to ar_target (dcd also to cd, its baseline); the measured L (accepted drafts per round); the share of a round
 spent in the proposer, the target, the amateur, the rule (the head lives there), verify and the rest
-(bookkeeping); and the measured speed-up against the throughput model (L+1)/(γ·c+1), c = draft step / target step measured here, and against the refined model that charges the
-(γ+1)-token passes and the proposer steps their measured cost. Prints a markdown table last; writes JSON.
+(bookkeeping); and the measured speed-up against the throughput model (L+1)/(γ·c+1), c = draft step / target
+step measured here, and against the refined model that charges the (γ+1)-token passes and the proposer steps their
+measured cost. Prints a markdown table last; writes JSON.
 
     python bench/gpu.py                                        # the embedded trio (built when missing)
     python bench/gpu.py --random-pair llama8b-1b --dtype bfloat16   # Llama-3.1-8B / 3.2-1B shapes, random weights
