@@ -146,7 +146,7 @@ def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
            "embedded": not args.target and not args.models_dir}
     models = Models(cfg)
     amateur = models.amateur if (args.amateur or models.root is not None) else None
-    prompts = task_prompts(args, models.tokenizer) if args.task else \
+    prompts = task_prompts(args, models.tokenizer, models.target.max_positions) if args.task else \
         [models.tokenizer(p, add_special_tokens=True)["input_ids"] for p in TEXT_PROMPTS]
     return Pair(models.target, models.draft, amateur, prompts, "embedded trio" if cfg["embedded"] else
                 f"{models.path('target')} / {models.path('draft')}",
@@ -155,17 +155,18 @@ def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
                 tokenizer=models.tokenizer)
 
 
-def task_prompts(args, tokenizer) -> list[list[int]]:
-    """--task: the task's prompts, formatted as evaluation formats them (its chat template on a chat model), from
-    --data-path (a seeded draw of --n-prompts rows, data seed --data-seed: eval/run.py's task.data.seed)."""
+def task_prompts(args, tokenizer, window: int) -> list[list[int]]:
+    """--task: the task's prompts as eval/run.py encodes them (formatted, chat template on a chat model, an over-long
+    prompt cut to the window left after the new tokens), from --data-path (a seeded draw of --n-prompts rows, data
+    seed --data-seed: eval/run.py's task.data.seed)."""
     from data.loaders import load_examples
     from data.tasks import get_task
-    from specdec.models import encode_prompt
+    from eval.run import encode_prompts
 
     task = get_task(args.task)
     rows = load_examples(task.name, path=args.data_path, source="file" if args.data_path else "synthetic",
                          n=args.n_prompts, seed=args.data_seed).rows
-    return [encode_prompt(tokenizer, task.format_prompt(r, tokenizer)) for r in rows]
+    return encode_prompts(task, rows, tokenizer, window, args.new_tokens + args.gamma + 1)[0]
 
 
 def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict | None]:

@@ -284,10 +284,11 @@ def test_bench_gpu_times_a_task_s_prompts_as_evaluation_formats_them(micro_trio,
     from specdec.loading import Models
 
     models = Models({"dir": str(micro_trio), "device": "cpu", "dtype": "float32"})
-    args = SimpleNamespace(task="gsm8k", data_path=None, n_prompts=3, data_seed=5)
+    args = SimpleNamespace(task="gsm8k", data_path=None, n_prompts=3, data_seed=5, new_tokens=4, gamma=4)
     rows = load_examples("gsm8k", source="synthetic", n=3, seed=5).rows
-    want, _ = encode_prompts(get_task("gsm8k"), rows, models.tokenizer, 10_000, 0)
-    assert task_prompts(args, models.tokenizer) == want and len(want) == 3
+    window = models.target.max_positions
+    want, _ = encode_prompts(get_task("gsm8k"), rows, models.tokenizer, window, 9)
+    assert task_prompts(args, models.tokenizer, window) == want and len(want) == 3
     result = bench_main(["--device", "cpu", "--dtype", "float32", "--models-dir", str(micro_trio), "--task", "gsm8k",
                          "--n-prompts", "3", "--data-seed", "5", "--methods", "ar_target", "sd", "typical",
                          "--batch-sizes", "1", "--new-tokens", "4", "--rotate", "3", "--out", str(tmp_path / "b.json")])
