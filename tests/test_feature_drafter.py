@@ -456,3 +456,56 @@ def test_a_killed_draw_of_target_samples_resumes_to_the_uninterrupted_draw(micro
     assert drawn == [4, 6]  # only the batches the kill left undrawn
     assert json.loads((tmp_path / "killed" / "samples.json").read_text())["sequences"] == whole
     assert not partial.exists()
+
+
+def test_loss_positions_keep_the_answer_and_the_prompt_s_last_position():
+    """Position j holds the prediction of token j+1: with loss_on=answer the loss counts j >= prompt length - 1."""
+    from train.drafter import loss_positions, pad_right
+
+    _, mask = pad_right([[1, 2, 3, 4, 5], [6, 7, 8]], "cpu")
+    assert torch.equal(loss_positions(mask, None), mask)
+    got = loss_positions(mask, [3, 1])
+    assert got.tolist() == [[False, False, True, True, True], [True, True, True, False, False]]
+
+
+def test_answer_starts_refuse_samples_of_other_prompts():
+    from train.drafter import answer_starts
+
+    assert answer_starts([[1, 2, 9], [1, 2, 8, 7], [3, 5]], [[1, 2], [1, 2], [3]]) == [2, 2, 1]
+    with pytest.raises(ValueError, match="does not start with its prompt"):
+        answer_starts([[1, 2, 9], [4, 2, 8]], [[1, 2], [1, 2]])
+    with pytest.raises(ValueError, match="2 target samples for 3 prompt draws"):
+        answer_starts([[1, 2, 9], [1, 2, 8]], [[1, 2], [1, 2], [3]])
+
+
+def test_answer_only_loss_counts_exactly_the_completion_positions(micro_trio, tmp_path, monkeypatch):
+    """train.loss_on=answer: each step's counted positions are the samples' completions (plus each prompt's last
+    position, which predicts the completion's first token), computed here from the prompts the draw was given."""
+    import train.drafter as drafter
+    from train.trainer import batch_indices
+
+    real, seen = drafter.sample_completions, []
+
+    def records_prompts(target, tok, prompts, **kw):
+        seen.extend(list(p) for p in prompts for _ in range(kw["per_prompt"]))
+        return real(target, tok, prompts, **kw)
+
+    monkeypatch.setattr(drafter, "sample_completions", records_prompts)
+    args = ("train.steps=3", "samples.per_prompt=2", "seed=3")
+    _train(micro_trio, tmp_path / "answer", *args, "train.loss_on=answer")
+    seqs = json.loads((tmp_path / "answer" / "samples.json").read_text())["sequences"]
+    assert len(seqs) == len(seen) == 16 and all(len(q) >= 2 for q in seqs)
+    hist = [json.loads(x) for x in (tmp_path / "answer" / "metrics.jsonl").read_text().splitlines()]
+    for h in hist:
+        idx = batch_indices(h["step"] - 1, len(seqs), 4, 3)
+        assert h["tokens"] == sum(len(seqs[i]) - len(seen[i]) + 1 for i in idx)
+        assert h["tokens"] < sum(len(seqs[i]) for i in idx)  # the prompts are left out
+    # the same samples with every position counted: the loss differs, the samples are the same draw
+    _train(micro_trio, tmp_path / "all", *args)
+    every = [json.loads(x) for x in (tmp_path / "all" / "metrics.jsonl").read_text().splitlines()]
+    assert json.loads((tmp_path / "all" / "samples.json").read_text())["sequences"] == seqs
+    assert [h["tokens"] for h in every] == [sum(len(seqs[i]) for i in batch_indices(s, 16, 4, 3)) for s in range(3)]
+    assert every[0]["loss"] != pytest.approx(hist[0]["loss"], rel=1e-3)
+    with pytest.raises(ValueError, match="train.loss_on='prompt'"):
+        _train(micro_trio, tmp_path / "bad", *args, "train.loss_on=prompt")
+    assert not (tmp_path / "bad" / "samples.json").exists()  # refused before drawing anything

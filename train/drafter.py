@@ -2,7 +2,8 @@
 
 Distillation from the target's own outputs: the target completes the task's training prompts (T=1 samples,
 drawn once and kept in <run dir>/samples.json), then the drafter is fit, teacher-forced on those sequences, to the
-target's next-token distribution p at every position (KL(p || q)), at drafting depths 1..train.unroll (depth s
+target's next-token distribution p at every position (KL(p || q); train.loss_on=answer: only where the next
+token is the target's completion), at drafting depths 1..train.unroll (depth s
 runs on its own features: training-time test, specdec.feature_drafter.unrolled_features). The target's hidden
 states and p come from one frozen forward per batch; its embeddings and LM head are shared, never trained.
 
@@ -144,6 +145,30 @@ def draft_vocabulary(seqs: list[list[int]], k: int, vocab: int) -> torch.Tensor:
     return torch.tensor(sorted(order), dtype=torch.long)
 
 
+def answer_starts(seqs: list[list[int]], prompts: list[list[int]]) -> list[int]:
+    """Where each sample's answer begins: the length of its prompt. Samples are drawn in the order of `prompts`
+    (each prompt repeated per_prompt times; sample_completions), so samples.json needs no extra field and sample
+    sets drawn before this existed still work; a sample that does not start with its prompt is refused."""
+    if len(seqs) != len(prompts):
+        raise ValueError(f"{len(seqs)} target samples for {len(prompts)} prompt draws: samples.json does not belong "
+                         "to these prompts (train into a new run directory)")
+    for i, (q, p) in enumerate(zip(seqs, prompts)):
+        if q[:len(p)] != list(p):
+            raise ValueError(f"target sample {i} does not start with its prompt: samples.json does not belong to "
+                             "these prompts (train into a new run directory)")
+    return [len(p) for p in prompts]
+
+
+def loss_positions(mask: torch.Tensor, starts: list[int] | None) -> torch.Tensor:
+    """The positions the distillation loss counts. Position j holds the target's prediction of token j+1, so the
+    answer's tokens are predicted at j >= start - 1. With starts None every valid position counts (prompts too)."""
+    if starts is None:
+        return mask
+    j = torch.arange(mask.shape[1], device=mask.device)
+    first = torch.tensor([max(s - 1, 0) for s in starts], device=mask.device)
+    return mask & (j[None, :] >= first[:, None])
+
+
 def pad_right(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
     L = max(len(s) for s in seqs)
     tokens = torch.zeros(len(seqs), L, dtype=torch.long)
@@ -261,6 +286,9 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
     from train import wandb_run
     from train.trainer import batch_indices, resume_config_diff
 
+    loss_on = str(cfg.train.get("loss_on", "all"))
+    if loss_on not in ("all", "answer"):  # before hours of sampling, not after
+        raise ValueError(f"train.loss_on={loss_on!r}: use 'answer' (the target's completions only) or 'all'")
     if cfg.num_threads:
         torch.set_num_threads(int(cfg.num_threads))
     torch.manual_seed(int(cfg.seed))
@@ -315,8 +343,13 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
         "samples": OmegaConf.to_container(cfg.samples, resolve=True),
         "task_max_new_tokens": cfg.task.get("max_new_tokens")}))
     max_len = int(cfg.train.max_len or target.max_positions)
-    seqs = [q[:max_len] for q in load_or_sample(run_dir / "samples.json", draw, signature) if len(q) >= 2]
+    raw = load_or_sample(run_dir / "samples.json", draw, signature)
     partial.unlink(missing_ok=True)  # samples.json holds them all now
+    draws = [p for name in names for p in prompts[name] for _ in range(int(s.per_prompt))]
+    starts_all = answer_starts(raw, draws) if loss_on == "answer" else [0] * len(raw)
+    keep = [i for i, q in enumerate(raw) if len(q) >= 2]
+    seqs = [raw[i][:max_len] for i in keep]
+    starts = [starts_all[i] for i in keep]
 
     k = cfg.drafter.draft_vocab
     draft_ids = draft_vocabulary(seqs, int(k), target.vocab_size) if k else None
@@ -355,13 +388,14 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
         hidden, logp = cache.batch(idx, device) if cache is not None else teacher(model, tokens, mask)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
-        loss, st = unrolled_loss(net, embed, head_w, head_b, tokens, hidden, logp, mask, unroll)
+        counted = loss_positions(mask, [starts[i] for i in idx] if loss_on == "answer" else None)
+        loss, st = unrolled_loss(net, embed, head_w, head_b, tokens, hidden, logp, counted, unroll)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(net.parameters(), float(cfg.train.grad_clip))
         opt.step()
         rec = {"step": step + 1, "loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"],
-               "grad_norm": float(gn), "tokens": int(mask.sum()), "time_step": time.perf_counter() - t0,
+               "grad_norm": float(gn), "tokens": int(counted.sum()), "time_step": time.perf_counter() - t0,
                **{f"kl_d{d + 1}": v for d, v in enumerate(st["kl"])},
                **{f"top1_d{d + 1}": v for d, v in enumerate(st["top1"])}}
         append_jsonl(metrics_path, [rec])
