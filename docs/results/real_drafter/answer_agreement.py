@@ -1,8 +1,9 @@
 """How well the retrained drafter fits its own training samples: depth-1/2 top-1 agreement with the target and
 T = 1 acceptance (1 - TV), over all positions (what train/drafter.py's loss and metrics count) and over the answer
-tokens alone (the only ones it ever drafts). 16 samples spread over the 2,093, bf16, one thread.
+tokens alone (the only ones it ever drafts). 16 samples spread over the 2,093, one thread; the target in bf16 and
+the drafter in float32 on float32 features, as train/drafter.py trains it (its `teacher`).
 
-    .venv/bin/python docs/results/real_drafter/answer_agreement.py
+    .venv/bin/python docs/results/real_drafter/answer_agreement.py [RUN_DIR]
 """
 import json
 import sys
@@ -14,27 +15,29 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from specdec import models  # noqa: E402
 from specdec.feature_drafter import head_weights, load_drafter, unrolled_features  # noqa: E402
+from train.drafter import teacher  # noqa: E402
 
-RUN = Path("runs/real/drafter_mbpp_2k")
-IM_START, ASSISTANT = 151644, 77091  # Qwen's "<|im_start|>assistant\n" opens the answer
+RUN = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/real/drafter_mbpp_2k")
 
 
 def main() -> None:
     torch.set_num_threads(1)
     seqs = json.loads((RUN / "samples.json").read_text())["sequences"][::131][:16]
-    model, _ = models.load_model("artifacts/models/qwen25coder_15b", device="cpu", dtype="bfloat16")
+    model, tok = models.load_model("artifacts/models/qwen25coder_15b", device="cpu", dtype="bfloat16")
+    header = tok.encode("<|im_start|>assistant\n", add_special_tokens=False)  # opens the answer in Qwen's template
     net, _ = load_drafter(RUN / "drafter", model)
-    net = net.to(torch.bfloat16).eval()
+    net = net.float().eval()
     hw, hb = head_weights(net, model)
+    hw, hb = hw.float(), hb.float() if hb is not None else None
     embed, d2t = model.get_input_embeddings(), net.draft_to_target
     sums = {k: [[0.0, 0.0, 0] for _ in range(2)] for k in ("all", "answer")}
     with torch.no_grad():
         for s in seqs:
             t = torch.tensor([s])
-            out = model(input_ids=t, output_hidden_states=True, use_cache=False)
-            hidden = out.hidden_states[-1]
-            p = torch.softmax(out.logits.float(), -1)[0]
-            start = max(i for i in range(len(s) - 2) if s[i] == IM_START and s[i + 1] == ASSISTANT) + 3
+            hidden, logp = teacher(model, t, torch.ones_like(t, dtype=torch.bool))
+            p = logp.exp()[0]
+            k = len(header)
+            start = max(i for i in range(len(s) - k + 1) if s[i:i + k] == header) + k
             for depth, f in enumerate(unrolled_features(net, embed(t).to(hidden.dtype), hidden, 2)):
                 q = torch.zeros_like(p)
                 q[:, d2t] = torch.softmax(F.linear(f, hw, hb).float(), -1)[0]
