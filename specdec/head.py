@@ -48,6 +48,12 @@ class HeadConfig:
     mlp_hidden: int = 64
     use_hidden: bool = True  # False: a features-only head (cheap, model-agnostic)
     normalize: bool = True  # parameter-free layer norm on each hidden block: widths and scales differ
+    # "unit": each hidden coordinate at unit scale (after the layer norm). "fan_in": each block then divided by its
+    # width. Adam moves every weight by ~lr in its first step, in the direction of its input's sign, so the logit moves
+    # by ~lr·Σ|x|: ~0.8·lr·(d_q + d_p) at unit scale, 58 at lr 0.03 for the real pair's 896 + 1,536 (w saturates
+    # after one step: docs/results/competitors, "A real head"); "fan_in" makes it ~0.8·lr per block at any width
+    # (muP's 1/fan_in Adam step for an input layer), like one more feature.
+    hidden_scale: str = "unit"
     init_w: float = 0.5  # w at initialisation (1.0 is clamped to 1 - 1e-4: sigmoid never reaches 1); with a
     # base_rule, the probability of flipping the rule's decision at initialisation
     # A training-free rule the head corrects (None: w = σ(logit)). With one, w = r + (1 − 2r)·σ(logit), r ∈ {0, 1}
@@ -58,6 +64,8 @@ class HeadConfig:
     base_knob: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.hidden_scale not in ("unit", "fan_in"):
+            raise ValueError(f"head hidden_scale must be 'unit' or 'fan_in', got {self.hidden_scale!r}")
         if self.arch not in ("linear", "mlp"):
             raise ValueError(f"head arch must be 'linear' or 'mlp', got {self.arch!r}")
         if self.base_rule not in (None, "cascade", "fsd_tv"):
@@ -117,6 +125,8 @@ class EnsembleHead(nn.Module):
             if cfg.normalize:
                 h_q = F.layer_norm(h_q, h_q.shape[-1:])
                 h_p = F.layer_norm(h_p, h_p.shape[-1:])
+            if cfg.hidden_scale == "fan_in":
+                h_q, h_p = h_q / cfg.hidden_q, h_p / cfg.hidden_p
             parts += [h_q, h_p]
         if cfg.num_features:
             if feats is None or feats.shape[-1] != cfg.num_features:

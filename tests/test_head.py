@@ -154,3 +154,56 @@ def test_corrupt_exports_give_clear_errors(tmp_path):
 
     with pytest.raises(HeadFormatError, match="no exported head"):
         load_head(tmp_path / "missing")
+
+
+def _one_adam_step_logit_move(scale: str, lr: float) -> float:
+    """The largest change of the logit after one AdamW step (w pushed up everywhere) at the real pair's widths."""
+    torch.manual_seed(0)
+    head = EnsembleHead(HeadConfig(hidden_q=896, hidden_p=1536, num_features=5, hidden_scale=scale))
+    # an LM's last hidden states share a large common direction across positions (so Adam's sign step is coherent
+    # with every position's input); random per-position parts on top
+    h_q, h_p = (3.0 * (torch.randn(d) + 0.5 * torch.randn(4, 8, d)) for d in (896, 1536))
+    feats = torch.rand(4, 8, 5)
+    before = head.logits(h_q, h_p, feats).detach()
+    opt = torch.optim.AdamW(head.parameters(), lr=lr)
+    (-torch.log(head(h_q, h_p, feats)).mean()).backward()
+    opt.step()
+    return float((head.logits(h_q, h_p, feats).detach() - before).abs().max())
+
+
+def test_fan_in_scale_keeps_one_adam_step_from_saturating_a_real_width_head():
+    """At unit scale one step moves the logit by ~lr·Σ|x| (~0.8·lr·2,432 here: w saturates at lr 0.03); fan_in
+    divides each block by its width, so the step is ~lr per block plus the features' ~lr·Σf."""
+    unit, fan_in = _one_adam_step_logit_move("unit", 0.03), _one_adam_step_logit_move("fan_in", 0.03)
+    assert unit > 30.0, unit
+    assert fan_in < 0.03 * (0.8 * 2 + 5 + 1) + 0.05, fan_in  # 2 blocks, 5 features in [0, 1], the bias
+
+
+def test_fan_in_scale_is_the_unit_head_with_weights_divided_by_the_widths(tmp_path):
+    unit = _random_head("linear")
+    cfg = HeadConfig(**{**unit.cfg.to_dict(), "hidden_scale": "fan_in"})
+    fan_in = EnsembleHead(cfg).to(torch.float64)
+    with torch.no_grad():
+        fan_in.load_state_dict(unit.state_dict())
+        fan_in.out.weight[:, :6] *= 6
+        fan_in.out.weight[:, 6:16] *= 10
+    h_q, h_p, feats, *_ = _inputs()
+    assert torch.allclose(fan_in(h_q, h_p, feats), unit(h_q, h_p, feats), atol=1e-12)
+    export_head(fan_in.float(), tmp_path / "h", {})
+    loaded, _ = load_head(tmp_path / "h")
+    assert loaded.cfg.hidden_scale == "fan_in"
+    legacy = {k: v for k, v in unit.cfg.to_dict().items() if k != "hidden_scale"}  # exports from before the field
+    assert HeadConfig.from_dict(legacy).hidden_scale == "unit"
+    with pytest.raises(ValueError, match="hidden_scale must be 'unit' or 'fan_in'"):
+        HeadConfig(hidden_q=6, hidden_p=10, hidden_scale="sqrt")
+
+
+def test_the_head_config_group_sets_hidden_scale():
+    from omegaconf import OmegaConf
+
+    from train.trainer import head_config
+
+    group = OmegaConf.load(os.path.join(os.path.dirname(__file__), "..", "conf", "head", "linear.yaml"))
+    assert head_config(group, 6, 10).hidden_scale == "unit"  # the default: the trio's published heads unchanged
+    group.hidden_scale = "fan_in"
+    assert head_config(group, 6, 10).hidden_scale == "fan_in"

@@ -309,7 +309,7 @@ def main(cfg: DictConfig) -> None:
     hcfg = HeadConfig(hidden_q=models.draft.hidden_size, hidden_p=models.target.hidden_size,
                       num_features=len(PAIR_FEATURES) if cfg.head.features else 0, arch=cfg.head.arch,
                       mlp_hidden=cfg.head.mlp_hidden, use_hidden=cfg.head.use_hidden, normalize=cfg.head.normalize,
-                      init_w=0.5)
+                      hidden_scale=str(cfg.head.get("hidden_scale", "unit")), init_w=0.5)
     head = EnsembleHead(hcfg)
     report = fit(head, data, steps=int(cfg.fit.steps), lr=float(cfg.fit.lr), holdout=float(cfg.fit.holdout),
                  recall=float(cfg.fit.recall), seed=int(cfg.seed))

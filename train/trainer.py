@@ -582,7 +582,8 @@ def head_config(head: DictConfig, hidden_q: int, hidden_p: int) -> HeadConfig:
         raise ValueError("head.init_mode=flip corrects a rule: set head.init_rule=cascade or fsd_tv (and init_knob)")
     return HeadConfig(hidden_q=hidden_q, hidden_p=hidden_p, num_features=len(PAIR_FEATURES) if head.features else 0,
                       arch=head.arch, mlp_hidden=head.mlp_hidden, use_hidden=head.use_hidden,
-                      normalize=head.normalize, init_w=float(head.get("init_flip", 0.02)) if flip else head.init_w,
+                      normalize=head.normalize, hidden_scale=str(head.get("hidden_scale", "unit")),
+                      init_w=float(head.get("init_flip", 0.02)) if flip else head.init_w,
                       base_rule=str(head.init_rule) if flip else None,
                       base_knob=float(head.init_knob) if flip else 0.0)
 
