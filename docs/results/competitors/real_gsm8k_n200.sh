@@ -8,6 +8,9 @@
 #   rules         cascade t = 0.1, Fuzzy SD (KL) T = 4, lossy lenience 0.5
 # (the real GSM8K head joins when one is trained: real_head.sh gsm8k ...). One PART per process, so two cores run two
 # parts at once; each method has its own run directory, and every part resumes (rerun the same line).
+# The run directories are kept in the repository (real_gsm8k/t1_n200/<method>/: samples, batch timings, run.json;
+# ~0.3 MB a method), not under runs/: a session's runs/ does not outlive it, and a table built over several sessions
+# needs every method's per-prompt records to stay paired. Commit them as they finish (or at a session's end).
 # Usage: bash docs/results/competitors/real_gsm8k_n200.sh PART [N]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -26,5 +29,5 @@ esac
 t0=$SECONDS
 nice -n 5 .venv/bin/python eval/frontier.py task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl \
   eval.max_new_tokens=320 task.data.seed=11 seed=12 eval.num_samples=$N eval.batch_size=8 num_threads=1 \
-  eval.progress=false resume=true temperature=1.0 out_dir=runs/competitors/real_gsm8k/t1_n$N "${ARGS[@]}"
+  eval.progress=false resume=true temperature=1.0 out_dir=docs/results/competitors/real_gsm8k/t1_n$N "${ARGS[@]}"
 echo "[real_gsm8k_n200.sh] $PART took $((SECONDS - t0)) s"
