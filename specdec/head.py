@@ -50,7 +50,7 @@ class HeadConfig:
     normalize: bool = True  # parameter-free layer norm on each hidden block: widths and scales differ
     # "unit": each hidden coordinate at unit scale (after the layer norm). "fan_in": each block then divided by its
     # width. Adam moves every weight by ~lr in its first step, in the direction of its input's sign, so the logit moves
-    # by ~lr·Σ|x|: ~0.8·lr·(d_q + d_p) at unit scale, 58 at lr 0.03 for the real pair's 896 + 1,536 (w saturates
+    # by ~lr·Σ|x|: ~0.8·lr·(d_q + d_p) at unit scale (54 measured at lr 0.03 on the real pair's 896 + 1,536: w saturates
     # after one step: docs/results/competitors, "A real head"); "fan_in" makes it ~0.8·lr per block at any width
     # (muP's 1/fan_in Adam step for an input layer), like one more feature.
     hidden_scale: str = "unit"

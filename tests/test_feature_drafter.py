@@ -463,7 +463,7 @@ def test_loss_positions_keep_the_answer_and_the_prompt_s_last_position():
     from train.drafter import loss_positions, pad_right
 
     _, mask = pad_right([[1, 2, 3, 4, 5], [6, 7, 8]], "cpu")
-    assert torch.equal(loss_positions(mask, None), mask)
+    assert torch.equal(loss_positions(mask, [0, 0]), mask)  # loss_on=all
     got = loss_positions(mask, [3, 1])
     assert got.tolist() == [[False, False, True, True, True], [True, True, True, False, False]]
 

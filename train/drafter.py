@@ -159,11 +159,9 @@ def answer_starts(seqs: list[list[int]], prompts: list[list[int]]) -> list[int]:
     return [len(p) for p in prompts]
 
 
-def loss_positions(mask: torch.Tensor, starts: list[int] | None) -> torch.Tensor:
+def loss_positions(mask: torch.Tensor, starts: list[int]) -> torch.Tensor:
     """The positions the distillation loss counts. Position j holds the target's prediction of token j+1, so the
-    answer's tokens are predicted at j >= start - 1. With starts None every valid position counts (prompts too)."""
-    if starts is None:
-        return mask
+    answer's tokens are predicted at j >= start - 1. Starts of 0 count every valid position (loss_on=all)."""
     j = torch.arange(mask.shape[1], device=mask.device)
     first = torch.tensor([max(s - 1, 0) for s in starts], device=mask.device)
     return mask & (j[None, :] >= first[:, None])
@@ -388,7 +386,7 @@ def train_drafter(cfg: DictConfig, run_dir: Path) -> dict:
         hidden, logp = cache.batch(idx, device) if cache is not None else teacher(model, tokens, mask)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg)
-        counted = loss_positions(mask, [starts[i] for i in idx] if loss_on == "answer" else None)
+        counted = loss_positions(mask, [starts[i] for i in idx])
         loss, st = unrolled_loss(net, embed, head_w, head_b, tokens, hidden, logp, counted, unroll)
         opt.zero_grad(set_to_none=True)
         loss.backward()
