@@ -17,6 +17,10 @@ eval/frontier.py reads one set (per head: the best static point scoring at least
 their pooled quality-vs-acceptance picture with frontier.py's code. A method finished on only some sets is pooled in
 the first table and paired on the prompts it shares, but left out of the bars and the picture: its mean is over
 other prompts.
+
+--partial also reads the methods cut short (killed, or still running): the prompts they decoded, marked "partial" in
+the first table with their n and paired on the prompts they share; like a method missing from a set, they stay out
+of the bars and the picture. A long table built over several sessions can so be read before every row is finished.
 """
 
 from __future__ import annotations
@@ -37,9 +41,25 @@ from specdec.jsonl import read_jsonl  # noqa: E402
 N_BOOT = 2000
 
 
-def finished_labels(run_dirs: list[Path]) -> list[str]:
-    """Method labels with a metrics.json (a finished method) in any of the run directories."""
-    return sorted({p.name for d in run_dirs for p in d.iterdir() if (p / "metrics.json").exists()})
+def has_run(d: Path, label: str, partial: bool = False) -> bool:
+    """Whether set d holds `label`: finished (metrics.json), or, with partial, cut short with prompts decoded
+    (run.json and a non-empty samples.jsonl: eval/run.py writes samples batch by batch, so a killed run keeps them)."""
+    m = d / label
+    if (m / "metrics.json").exists():
+        return True
+    return partial and (m / "run.json").exists() and (m / "samples.jsonl").exists() and \
+        (m / "samples.jsonl").stat().st_size > 0
+
+
+def finished_labels(run_dirs: list[Path], partial: bool = False) -> list[str]:
+    """Method labels with a metrics.json (a finished method) in any of the run directories; with partial, also
+    those cut short (has_run)."""
+    return sorted({p.name for d in run_dirs for p in d.iterdir() if p.is_dir() and has_run(d, p.name, partial)})
+
+
+def cut_short(run_dirs: list[Path], label: str) -> bool:
+    """Whether `label` is unfinished in some set where it decoded prompts (a partial row)."""
+    return any(has_run(d, label, True) and not (d / label / "metrics.json").exists() for d in run_dirs)
 
 
 # Settings every method of one set shares (the same prompts, decoded alike), and every set shares but the data.
@@ -47,13 +67,13 @@ SAME_PROMPTS = ("task", "data", "num_samples")
 SAME_DECODING = ("task", "temperature", "max_new_tokens", "model")
 
 
-def check_sets(run_dirs: list[Path], labels: list[str]) -> None:
+def check_sets(run_dirs: list[Path], labels: list[str], partial: bool = False) -> None:
     """Pairing by (set, prompt idx) is only meaningful if, within a set, every method ran on the same prompts, and
     pooling only if the sets are different prompts decoded alike: raise ValueError, naming the run, otherwise."""
     first_of_set = []
     for d in run_dirs:
         runs = {lab: json.loads((d / lab / "run.json").read_text()) for lab in labels
-                if (d / lab / "metrics.json").exists() and (d / lab / "run.json").exists()}
+                if has_run(d, lab, partial) and (d / lab / "run.json").exists()}
         if not runs:
             continue
         lab0, r0 = next(iter(runs.items()))
@@ -72,11 +92,12 @@ def check_sets(run_dirs: list[Path], labels: list[str]) -> None:
                 raise ValueError(f"{d} and {d2} differ in {', '.join(bad)}: pool sets decoded alike")
 
 
-def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[float, int, int]]:
-    """(set index, prompt idx) -> (score, accepted tokens, drafted tokens), over the sets where `label` finished."""
+def per_prompt(run_dirs: list[Path], label: str, partial: bool = False) -> dict[tuple[int, int], tuple[float, int, int]]:
+    """(set index, prompt idx) -> (score, accepted tokens, drafted tokens), over the sets where `label` finished
+    (with partial: also the prompts it decoded where it was cut short)."""
     out = {}
     for k, d in enumerate(run_dirs):
-        if not (d / label / "metrics.json").exists():
+        if not has_run(d, label, partial):
             continue
         for s in read_jsonl(d / label / "samples.jsonl"):
             if s.get("score") is None:
@@ -87,9 +108,12 @@ def per_prompt(run_dirs: list[Path], label: str) -> dict[tuple[int, int], tuple[
 
 
 def method_of(run_dirs: list[Path], label: str) -> str:
-    """The method name (sd, static, diversed, ...) of a label, from the first set that finished it."""
-    d = next(d for d in run_dirs if (d / label / "metrics.json").exists())
-    return json.loads((d / label / "metrics.json").read_text())["method"]
+    """The method name (sd, static, diversed, ...) of a label, from the first set that ran it."""
+    for d in run_dirs:
+        for name in ("metrics.json", "run.json"):
+            if (d / label / name).exists():
+                return json.loads((d / label / name).read_text())["method"]
+    raise ValueError(f"{label}: no metrics.json or run.json in {', '.join(map(str, run_dirs))}")
 
 
 def pooled_stats(per_prompt_rows: dict, level: float = 0.95) -> dict:
@@ -208,15 +232,16 @@ def above_rule_envelope(data: dict[str, dict], head: str, methods: dict[str, str
             "head_acceptance": h[:, 1].sum() / h[:, 2].sum(), "envelope": h[:, 0].mean() - g}
 
 
-def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None, level: float = 0.95) -> str:
-    labels = finished_labels(run_dirs)
+def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = None, level: float = 0.95,
+           partial: bool = False) -> str:
+    labels = finished_labels(run_dirs, partial)
     if not labels:
         raise SystemExit(f"no finished method (<label>/metrics.json) under {', '.join(map(str, run_dirs))}")
     if not 0 < level < 1:
         raise SystemExit(f"--level must be in (0, 1), got {level}")
     pct = f"{100 * level:g}%"
-    check_sets(run_dirs, labels)
-    data = {lab: per_prompt(run_dirs, lab) for lab in labels}
+    check_sets(run_dirs, labels, partial)
+    data = {lab: per_prompt(run_dirs, lab, partial) for lab in labels}
     stats = {lab: pooled_stats(data[lab], level) for lab in labels}
     rows = pooled_rows(run_dirs, stats)
     if plot is not None and rows:
@@ -227,7 +252,8 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
     for lab, st in stats.items():
         (lo, hi), a = st["task_score_ci"], st["acceptance_rate"]
         accept = "-" if a is None else f"{a:.3f}"
-        lines.append(f"| {lab} | {st['num_samples']} | {st['task_score']:.3f} | [{lo:.3f}, {hi:.3f}] | {accept} | "
+        n = f"{st['num_samples']} (partial)" if partial and cut_short(run_dirs, lab) else st["num_samples"]
+        lines.append(f"| {lab} | {n} | {st['task_score']:.3f} | [{lo:.3f}, {hi:.3f}] | {accept} | "
                      f"{st['drafted']:,} |")
     comp = comparison_lines(rows)
     if comp:
@@ -275,11 +301,14 @@ def main() -> None:
     ap.add_argument("--ref", default=None, help="the method the others are compared with (default: the first head)")
     ap.add_argument("--plot", type=Path, default=None, help="write the pooled quality-vs-acceptance picture here")
     ap.add_argument("--level", type=float, default=0.95, help="confidence level of every interval (default 0.95)")
+    ap.add_argument("--partial", action="store_true",
+                    help="also the methods cut short (killed or still running): their decoded prompts, marked "
+                         "'partial', paired on the prompts they share, and never in the bars or the picture")
     args = ap.parse_args()
     for d in args.run_dirs:
         if not d.is_dir():
             raise SystemExit(f"not a run directory: {d}")
-    print(report(args.run_dirs, args.ref, args.plot, args.level))
+    print(report(args.run_dirs, args.ref, args.plot, args.level, args.partial))
 
 
 if __name__ == "__main__":

@@ -200,3 +200,19 @@ def test_above_rule_envelope_takes_every_training_free_rule_and_no_trained_metho
     assert up["gap"] == pytest.approx(0.15) and up["ci"][0] > 0.05
     data["diversed(λ=1)"] = method(38, 10)  # beyond every rule's acceptance: no envelope to compare with
     assert above_rule_envelope(data, "diversed(λ=1)", methods) is None
+
+
+def test_partial_rows_are_paired_on_the_prompts_they_decoded_and_kept_out_of_the_bars(two_sets):
+    """--partial: a run cut short (run.json and samples, no metrics.json) counts the prompts it decoded, marked."""
+    cut = two_sets[1] / "static(w=0.50)"
+    assert "static(w=0.50) | 2 |" in report(two_sets)  # without --partial: set 1 only (finished there)
+    (cut / "run.json").write_text(json.dumps({"method": "static", "task": "gsm8k", "num_samples": 2}))
+    assert "(partial)" not in report(two_sets)
+    text = report(two_sets, partial=True)
+    assert "| static(w=0.50) | 3 (partial) | 0.333 |" in text  # set 1's two prompts and set 2's first
+    assert "| static(w=0.50) (n=3) |" in text and "| sd (n=4) |" in text
+    stats = {lab: pooled_stats(per_prompt(two_sets, lab, partial=True)) for lab in ("sd", "static(w=0.50)")}
+    assert [r["label"] for r in pooled_rows(two_sets, stats)] == ["sd"]  # never in the bars or the picture
+    (cut / "samples.jsonl").write_text("")  # nothing decoded yet: not a row
+    assert "static(w=0.50) | 2 |" in report(two_sets, partial=True)
+
