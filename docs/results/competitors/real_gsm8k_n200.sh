@@ -7,7 +7,8 @@
 #   static        the static line w in {0.95, 0.85, 0.7, 0.5} (static_hi / static_lo: its two halves, for two cores)
 #   rules         cascade t = 0.1, Fuzzy SD (KL) T = 4, lossy lenience 0.5
 # (the real GSM8K head joins when one is trained: real_head.sh gsm8k ...). One PART per process, so two cores run two
-# parts at once; each method has its own run directory, and every part resumes (rerun the same line).
+# parts at once; each method has its own run directory, and every part resumes (rerun the same line). Never run two
+# parts that share a method at once (static with static_hi or static_lo): both would write its one run directory.
 # The run directories are kept in the repository (real_gsm8k/t1_n200/<method>/: samples, batch timings, run.json;
 # ~0.3 MB a method), not under runs/: a session's runs/ does not outlive it, and a table built over several sessions
 # needs every method's per-prompt records to stay paired. Commit them as they finish (or at a session's end).
