@@ -59,7 +59,7 @@ def finished_labels(run_dirs: list[Path], partial: bool = False) -> list[str]:
 
 def cut_short(run_dirs: list[Path], label: str) -> bool:
     """Whether `label` is unfinished in some set where it decoded prompts (a partial row)."""
-    return any(has_run(d, label, True) and not (d / label / "metrics.json").exists() for d in run_dirs)
+    return any(has_run(d, label, partial=True) and not has_run(d, label) for d in run_dirs)
 
 
 # Settings every method of one set shares (the same prompts, decoded alike), and every set shares but the data.

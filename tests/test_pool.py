@@ -215,4 +215,3 @@ def test_partial_rows_are_paired_on_the_prompts_they_decoded_and_kept_out_of_the
     assert [r["label"] for r in pooled_rows(two_sets, stats)] == ["sd"]  # never in the bars or the picture
     (cut / "samples.jsonl").write_text("")  # nothing decoded yet: not a row
     assert "static(w=0.50) | 2 |" in report(two_sets, partial=True)
-
