@@ -2,6 +2,7 @@
 # Issues "strongest competitors" and "the real pair at scale" §2: a head on the real pair (Qwen2.5-Coder 1.5B target,
 # 0.5B draft, bf16), chosen on validation before the test set sees it. Fixed before any result:
 #   test        = run_real.sh's 64 problems (data seed 11, decoding seed 12; the rule table already measured there);
+#                 for GSM8K real_gsm8k_n200.sh's 200 (see below);
 #   validation  = 64 other problems (data.holdout = the test's draw; data seed 13, decoding seed 14);
 #   training    = every remaining problem (data.holdout = [test, validation]).
 #   val_a/val_b: sd, static w = 0 and the cascade (t = 0.02, 0.1, 0.3) on validation, split over the two cores;
@@ -30,23 +31,29 @@ cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
 PY=.venv/bin/python
 TASK=${1:?usage: real_head.sh TASK STEP}; STEP=${2:?usage: real_head.sh TASK STEP}
+# GSM8K (added before any GSM8K validation run): its test set is real_gsm8k_n200.sh's 200 problems (data seed 11;
+# they contain run_real.sh's 64: a seeded draw of 64 is the first 64 of the draw of 200), so validation and training
+# hold out all 200. Its records (validation runs, choices, the test row) live in the repository beside the N = 200
+# table, because a session's runs/ does not outlive it; only the head's training run stays under runs/.
 case $TASK in
-  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); TOK=128 ;;
-  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); TOK=320 ;;
+  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); TOK=128; NTEST=64
+        R=runs/competitors/real_mbpp; HEADS_DIR=$R ;;
+  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); TOK=320; NTEST=200
+         R=docs/results/competitors/real_gsm8k; HEADS_DIR=runs/competitors/real_gsm8k ;;
   *) echo "real_head.sh: TASK is mbpp or gsm8k" >&2; exit 2 ;;
 esac
-R=runs/competitors/real_$TASK
+T=$R/t1_n$NTEST
 VARIANT=${3:-flip}
 case $VARIANT in
-  flip) RUN=$R/head_flip; CHOICE=$R/choice.json; VALS=($R/val_a $R/val_b); VH=$R/val_heads ;;
-  typical) RUN=$R/head_typical; CHOICE=$R/choice_typical.json; VALS=($R/val_a $R/val_b $R/val_c)
+  flip) RUN=$HEADS_DIR/head_flip; CHOICE=$R/choice.json; VALS=($R/val_a $R/val_b); VH=$R/val_heads ;;
+  typical) RUN=$HEADS_DIR/head_typical; CHOICE=$R/choice_typical.json; VALS=($R/val_a $R/val_b $R/val_c)
            VH=$R/val_heads_typical ;;
   *) echo "real_head.sh: VARIANT is flip or typical" >&2; exit 2 ;;
 esac
 MODEL=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" num_threads=1)
-VAL=("${MODEL[@]}" temperature=1.0 'data.holdout=[{n:64,seed:11}]' task.data.seed=13 seed=14 eval.num_samples=64
+VAL=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11}]" task.data.seed=13 seed=14 eval.num_samples=64
      eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
-TEST=("${MODEL[@]}" temperature=1.0 task.data.seed=11 seed=12 eval.num_samples=64 eval.max_new_tokens=$TOK
+TEST=("${MODEL[@]}" temperature=1.0 task.data.seed=11 seed=12 eval.num_samples=$NTEST eval.max_new_tokens=$TOK
       eval.batch_size=8 eval.progress=false resume=true)
 timed() { local t0=$SECONDS; nice -n 5 "$@"; echo "[real_head.sh] $TASK $STEP took $((SECONDS - t0)) s"; }
 case $STEP in
@@ -67,15 +74,15 @@ case $STEP in
     done
     for EPS in 1 0.1; do
       timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
-          "out_dir='$R/t1_n64/typical(eps=$EPS,nu)'"
+          "out_dir='$T/typical(eps=$EPS,nu)'"
     done
     $PY eval/choose_start.py $R/val_a $R/val_b $R/val_c $R/val_d --lambda 0.1 --out $R/choice_typical_wide.json
-    [ -f "$R/t1_n64/selected(head_typical)/metrics.json" ] && $PY eval/pool.py $R/t1_n64 --ref "selected(head_typical)" ;;
+    [ -f "$T/selected(head_typical)/metrics.json" ] && $PY eval/pool.py $T --ref "selected(head_typical)" ;;
   choose) $PY eval/choose_start.py "${VALS[@]}" --lambda 0.1 --out $CHOICE ;;
   train)
     OVR=$($PY -c "import json; print(json.load(open('$CHOICE'))['overrides'])")
     [ -f $RUN/head/config.json ] || timed $PY train/run.py "${MODEL[@]}" \
-        'data.holdout=[{n:64,seed:11},{n:64,seed:13}]' lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
+        "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
         algo.lr=0.03 \
         rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=$TOK train.steps=200 \
         train.max_minutes=45 checkpoint.every=12 checkpoint.keep=10 logger=disabled progress=false resume=true \
@@ -89,13 +96,13 @@ case $STEP in
   select) $PY eval/choose_head.py choose ${VH}_a ${VH}_b --lambda 0.1 --out $RUN/selected.json ;;
   test)
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
-    timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$R/t1_n64/selected($(basename $RUN))'"
+    timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$T/selected($(basename $RUN))'"
     if [[ $VARIANT == typical ]]; then  # the start's own rule (typical's ν-form, bonus from ν) joins the envelope
       EPS=$($PY -c "import json; print(json.load(open('$CHOICE'))['best']['typical_epsilon'])")
       timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
-          "out_dir='$R/t1_n64/typical(eps=$EPS,nu)'"
+          "out_dir='$T/typical(eps=$EPS,nu)'"
     fi
-    $PY eval/pool.py $R/t1_n64 --ref "selected($(basename $RUN))" ;;
+    $PY eval/pool.py $T --ref "selected($(basename $RUN))" ;;
   *) echo "real_head.sh: STEP is val_a, val_b, val_c, wide, choose, train, select_a, select_b, select or test" >&2
      exit 2 ;;
 esac
