@@ -34,12 +34,14 @@ TASK=${1:?usage: real_head.sh TASK STEP}; STEP=${2:?usage: real_head.sh TASK STE
 # GSM8K (added before any GSM8K validation run): its test set is real_gsm8k_n200.sh's 200 problems (data seed 11;
 # they contain run_real.sh's 64: a seeded draw of 64 is the first 64 of the draw of 200), so validation and training
 # hold out all 200. Its records (validation runs, choices, the test row) live in the repository beside the N = 200
-# table, because a session's runs/ does not outlive it; only the head's training run stays under runs/.
+# table, because a session's runs/ does not outlive it; only the head's training run stays under runs/. A GSM8K step
+# decodes ~2.5x MBPP's tokens (320 new, ~3.3 min a step on one thread), so its 45 minutes hold ~13 steps and it
+# checkpoints every 4 (MBPP: 12 of ~69 steps) to leave validation a few candidates (added before its training).
 case $TASK in
-  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); TOK=128; NTEST=64
-        R=runs/competitors/real_mbpp; HEADS_DIR=$R ;;
-  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); TOK=320; NTEST=200
-         R=docs/results/competitors/real_gsm8k; HEADS_DIR=runs/competitors/real_gsm8k ;;
+  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); TOK=128
+        NTEST=64; EVERY=12; R=runs/competitors/real_mbpp; HEADS_DIR=$R ;;
+  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); TOK=320
+         NTEST=200; EVERY=4; R=docs/results/competitors/real_gsm8k; HEADS_DIR=runs/competitors/real_gsm8k ;;
   *) echo "real_head.sh: TASK is mbpp or gsm8k" >&2; exit 2 ;;
 esac
 T=$R/t1_n$NTEST
@@ -85,7 +87,7 @@ case $STEP in
         "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
         algo.lr=0.03 \
         rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=$TOK train.steps=200 \
-        train.max_minutes=45 checkpoint.every=12 checkpoint.keep=10 logger=disabled progress=false resume=true \
+        train.max_minutes=45 checkpoint.every=$EVERY checkpoint.keep=10 logger=disabled progress=false resume=true \
         hydra.run.dir=$RUN ;;
   select_a|select_b)  # the candidates split over the two cores (every other one), then `choose`s them
     HALF=$([[ $STEP == select_a ]] && echo 1 || echo 0)
