@@ -95,7 +95,9 @@ case $STEP in
             paste -sd, -)
     timed $PY eval/frontier.py "${VAL[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
         out_dir=${VH}_${STEP#select_} ;;
-  select) $PY eval/choose_head.py choose ${VH}_a ${VH}_b --lambda 0.1 --out $RUN/selected.json ;;
+  select) $PY eval/choose_head.py choose ${VH}_a ${VH}_b --lambda 0.1 --out $RUN/selected.json
+    # the choice is a record too: GSM8K keeps it beside its other records (MBPP's R already is the run's folder)
+    [[ $R == "$HEADS_DIR" ]] || cp $RUN/selected.json $R/$(basename $RUN)_selected.json ;;
   test)
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
     timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$T/selected($(basename $RUN))'"
