@@ -8,6 +8,11 @@
 #   rules         cascade t = 0.1, Fuzzy SD (KL) T = 4, lossy lenience 0.5
 #   typical01     typical acceptance eps = 0.1 (added 2026-12-06, before it ran here: the real GSM8K head's
 #                 validation chose it over eps = 0.3, 0.422 vs 0.359 on 64 problems disjoint from these 200)
+#   fly           FLy at T = 1, entropy gate H >= 0.5 nats, window 2 (added 2026-12-06, before any T = 1 FLy result
+#                 on the real pair: H >= 0.5 had the most acceptance at FLy's best score in its own setting, the real
+#                 pair's T = 0 GSM8K table, 0.391 @ 0.899 vs H >= 1's 0.391 @ 0.859)
+#   cascade_lo    cascade t = 0.02, cascade_hi t = 0.3: the rest of the cascade sweep that validation ran (added
+#                 2026-12-06, before either ran here)
 # (the real GSM8K head joins when one is trained: real_head.sh gsm8k ...). One PART per process, so two cores run two
 # parts at once; each method has its own run directory, and every part resumes (rerun the same line). Never run two
 # parts that share a method at once (static with static_hi or static_lo): both would write its one run directory.
@@ -30,7 +35,10 @@ case $PART in
   static_lo) ARGS=("$B" 'frontier.grid=[0.7,0.5]' "$S") ;;
   rules) ARGS=("$B" "$G" 'frontier.sweep_methods=[cascade,fsd,lossy]' 'frontier.sweeps.cascade.threshold=[0.1]'
                'frontier.sweeps.fsd.threshold=[4.0]' 'frontier.sweeps.lossy.lenience=[0.5]') ;;
-  *) echo "real_gsm8k_n200.sh: PART is sd, typical, typical01, static, static_hi, static_lo or rules" >&2; exit 2 ;;
+  fly) ARGS=("$B" "$G" 'frontier.sweep_methods=[fly]' 'frontier.sweeps.fly.entropy_threshold=[0.5]') ;;
+  cascade_lo) ARGS=("$B" "$G" 'frontier.sweep_methods=[cascade]' 'frontier.sweeps.cascade.threshold=[0.02]') ;;
+  cascade_hi) ARGS=("$B" "$G" 'frontier.sweep_methods=[cascade]' 'frontier.sweeps.cascade.threshold=[0.3]') ;;
+  *) echo "real_gsm8k_n200.sh: PART is sd, typical, typical01, static, static_hi, static_lo, rules, fly, cascade_lo or cascade_hi" >&2; exit 2 ;;
 esac
 t0=$SECONDS
 nice -n 5 .venv/bin/python eval/frontier.py task=gsm8k model=qwen25coder_15b_05b data.path=../shared/data/gsm8k/test.jsonl \

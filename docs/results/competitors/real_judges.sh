@@ -10,6 +10,10 @@
 #          pairs them with every rule there. (The trio's 0.1 and 0.3 were planned; changed after MBPP's mining and
 #          before any of those points was decoded: SelfJudge marked 92% of the real mismatches important, and the
 #          exported threshold, 0.34, already flags every held-out one, so lower thresholds would decode SD again.)
+# GSM8K (changed 2026-12-06, before any GSM8K judge was mined): its test set became real_gsm8k_n200.sh's 200 problems
+# (data seed 11), so mining holds out all 200 and the validation draw, and the judge is decoded there, into that
+# table's directory (docs/results/competitors/real_gsm8k/t1_n200), at its exported threshold only: a GSM8K point on
+# 200 problems costs ~80 min on one thread, and MBPP's 0.5 and 0.9 points landed on SD's side of the exported one.
 # Resumable per step (the mined mismatches are saved; each evaluation resumes). Needs `make real-models`.
 # Usage: bash docs/results/competitors/real_judges.sh TASK [selfjudge | reward]
 set -euo pipefail
@@ -19,8 +23,12 @@ PY=${PY:-.venv/bin/python}
 TASK=${1:?usage: real_judges.sh TASK [selfjudge | reward]}
 LABEL=${2:-selfjudge}
 case $TASK in
-  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); MAX=128 ;;
-  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); MAX=320 ;;
+  mbpp) DATA=(data.path=../shared/data/mbpp/sanitized-mbpp.json task.reward_opts.max_workers=1); MAX=128
+        HOLD='[{n:64,seed:11},{n:64,seed:13}]'; NTEST=64; OUT=runs/competitors/real_mbpp/t1_n64
+        TS=(exported 0.5 0.9) ;;
+  gsm8k) DATA=(data.path=../shared/data/gsm8k/test.jsonl); MAX=320
+         HOLD='[{n:200,seed:11},{n:64,seed:13}]'; NTEST=200; OUT=docs/results/competitors/real_gsm8k/t1_n200
+         TS=(exported) ;;
   *) echo "real_judges.sh: TASK is mbpp or gsm8k" >&2; exit 2 ;;
 esac
 NAME=$([ "$LABEL" == reward ] && echo autojudge || echo selfjudge)
@@ -28,19 +36,20 @@ R=runs/competitors/real_$TASK
 J=$R/$NAME
 t0=$SECONDS
 [ -f $J/head/config.json ] || nice -n 5 $PY train/autojudge.py task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" \
-  'data.holdout=[{n:64,seed:11},{n:64,seed:13}]' mine.prompts=128 mine.max_new_tokens=$MAX mine.batch_size=8 \
+  "data.holdout=$HOLD" mine.prompts=128 mine.max_new_tokens=$MAX mine.batch_size=8 \
   mine.label=$LABEL head.use_hidden=false num_threads=1 hydra.run.dir=$J
 echo "[real_judges.sh] $TASK $NAME mining and fit took $((SECONDS - t0)) s"
 EV=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" eval.max_new_tokens=$MAX task.data.seed=11 seed=12
-    eval.num_samples=64 eval.batch_size=8 num_threads=1 eval.progress=false resume=true temperature=1.0
+    eval.num_samples=$NTEST eval.batch_size=8 num_threads=1 eval.progress=false resume=true temperature=1.0
     method=autojudge head=$J/head)
-for T in exported 0.5 0.9; do
+for T in "${TS[@]}"; do
   t0=$SECONDS
   if [ $T == exported ]; then
-    nice -n 5 $PY eval/run.py "${EV[@]}" "out_dir='$R/t1_n64/$NAME(exported)'"
+    nice -n 5 $PY eval/run.py "${EV[@]}" "out_dir='$OUT/$NAME(exported)'"
   else
-    nice -n 5 $PY eval/run.py "${EV[@]}" method.threshold=$T "out_dir='$R/t1_n64/$NAME(t=$T)'"
+    nice -n 5 $PY eval/run.py "${EV[@]}" method.threshold=$T "out_dir='$OUT/$NAME(t=$T)'"
   fi
   echo "[real_judges.sh] $TASK $NAME $T took $((SECONDS - t0)) s"
 done
-$PY eval/pool.py $R/t1_n64 --ref sd > $R/t1_n64_pool_vs_sd.md
+if [ $TASK == mbpp ]; then $PY eval/pool.py $OUT --ref sd > $R/t1_n64_pool_vs_sd.md
+else $PY eval/pool.py $OUT --ref sd --partial > $R/t1_n200_pool_vs_sd.md; fi
