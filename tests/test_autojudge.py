@@ -118,6 +118,7 @@ def test_autojudge_cli_mines_fits_and_exports(micro_trio, tmp_path):
     mining = json.loads((run_dir / "mining.json").read_text())
     assert mining["mined"] == mining["forks"] == meta["autojudge"]["mining"]["forks"]
     assert mining["gap_plus"] + mining["gap_minus"] == round(mining["important_share"] * mining["mined"])
+    assert not (run_dir / "mined.partial.pt").exists()  # the per-batch checkpoint goes once mined.pt is saved
     # the mined mismatches are kept before fitting: a rerun (e.g. after a failed fit) reuses them, mines nothing
     p2 = subprocess.run(p.args, cwd=ROOT, capture_output=True, text=True, timeout=300,
                         env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
@@ -159,3 +160,55 @@ def test_selfjudge_labels_come_from_the_targets_own_likelihood_without_rewards(m
     with pytest.raises(ValueError, match="mine.label"):
         mine(models, prompts, refs, task=task, reward_opts={}, per_prompt=1, gamma=3, max_new_tokens=8,
              temperature=1.0, batch_size=4, seed=0, progress=False, label="vibes")
+
+
+def test_selfjudge_reads_the_own_token_branch_from_the_completions_probs(micro_trio):
+    """Mining passes the target's teacher-forced probs along the completions: the own-token branch is read from them
+    (only the swapped branch is decoded), and the harm is the one both branches decoded give."""
+    from train.autojudge import selfjudge_harm, teacher_forced
+
+    models, _, prompts, _ = _mining_inputs(micro_trio)
+    comps = [[5, 6, 7, 8, 9, 10, 11, 12], [20, 21, 22, 23, 24], [30, 31, 32, 33, 34, 35]]
+    positions = [(0, 2), (0, 5), (1, 1), (1, 4), (2, 0), (2, 5)]  # (1, 4) and (2, 5): no token follows
+    swaps = [40, 41, 42, 43, 44, 45]
+    both = selfjudge_harm(models.target, prompts[:3], comps, positions, swaps, window=3, batch_size=4)
+    own, _ = teacher_forced(models.target, prompts[:3], comps, 1.0)
+    fast = selfjudge_harm(models.target, prompts[:3], comps, positions, swaps, window=3, batch_size=4,
+                          own_probs=own)
+    assert both.abs().sum() > 0 and both[3] == 0 and both[5] == 0
+    torch.testing.assert_close(fast, both, atol=1e-5, rtol=0)
+
+
+def test_mining_continues_after_a_kill_to_the_uninterrupted_result(micro_trio, tmp_path, monkeypatch):
+    """With a checkpoint, a run killed after its first batch continues from it and ends with what one uninterrupted
+    run mines (positions are drawn from a saved random state); a checkpoint of other settings is refused."""
+    import importlib
+
+    gen_module = importlib.import_module("specdec.generate")  # the package's `generate` attribute is the function
+    models, task, prompts, refs = _mining_inputs(micro_trio)
+    kw = dict(task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20, temperature=1.0, batch_size=2,
+              seed=0, progress=False, label="selfjudge", selfjudge={"window": 5, "threshold": 0.2})
+    whole = mine(models, prompts, refs, **kw)
+    ckpt, sig = tmp_path / "mined.partial.pt", {"run": 1}
+    real, calls = gen_module.generate, []
+
+    def killed_at_the_second_batch(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(gen_module, "generate", killed_at_the_second_batch)
+    with pytest.raises(KeyboardInterrupt):
+        mine(models, prompts, refs, checkpoint=ckpt, signature=sig, **kw)
+    assert torch.load(ckpt, weights_only=False)["next"] == 2
+    with pytest.raises(ValueError, match="other settings"):
+        mine(models, prompts, refs, checkpoint=ckpt, signature={"run": 2}, **kw)
+    resumed_calls = []
+    monkeypatch.setattr(gen_module, "generate", lambda *a, **k: resumed_calls.append(1) or real(*a, **k))
+    resumed = mine(models, prompts, refs, checkpoint=ckpt, signature=sig, **kw)
+    assert len(resumed_calls) == 2  # only the 2 batches of 3 the killed run had not finished were decoded
+    for k in ("label", "prompt", "position", "gap", "tv", "h_p"):
+        torch.testing.assert_close(resumed[k], whole[k], atol=1e-5, rtol=0)
+    assert {k: v for k, v in resumed["stats"].items() if k != "seconds"} == \
+        {k: v for k, v in whole["stats"].items() if k != "seconds"}

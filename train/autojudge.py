@@ -63,42 +63,56 @@ def teacher_forced(lm, prompts: list[list[int]], completions: list[list[int]], t
 
 @torch.no_grad()
 def selfjudge_harm(lm, prompts: list[list[int]], completions: list[list[int]], positions: list[tuple[int, int]],
-                   swaps: list[int], window: int, batch_size: int) -> torch.Tensor:
+                   swaps: list[int], window: int, batch_size: int,
+                   own_probs: torch.Tensor | None = None) -> torch.Tensor:
     """SelfJudge's self-supervised label (Yoon et al. 2025, arXiv 2510.02329): how much a swap hurts, read from the
     target alone. For a mismatch at t of row b, the target's mean log-likelihood of its own next `window` tokens
     (completion[t+1 : t+1+window]) after its own token completion[t], minus the same after the draft's token
     `swap`: large when the swap derails what the target would say next, ~0 when it reads on as before. No task
     reward, so every task (ROUGE's noisy one included) gets dense labels. Returns [len(positions)] in nats/token
-    (0 where no token follows t)."""
+    (0 where no token follows t).
+
+    own_probs: the target's T = 1 next-token probs along the whole completions ([B, T, V], teacher_forced's); the
+    own-token branch is then read from them and only the swapped branch is decoded (half the passes, and mining's
+    cost on a real pair is these passes)."""
+
+    def mean_ll(probs: torch.Tensor, follow: list[int]) -> float:  # probs[j]: the distribution of follow[j]
+        idx = torch.tensor(follow, device=probs.device).unsqueeze(-1)
+        return float(probs[: len(follow)].gather(-1, idx).clamp_min(1e-30).log().mean())
+
     harm = torch.zeros(len(positions))
     for s in range(0, len(positions), batch_size):
         chunk = positions[s:s + batch_size]
-        pre, comp, nxt = [], [], []
+        pre, comp, nxt, own = [], [], [], []
         for (b, t), x in zip(chunk, swaps[s:s + batch_size]):
             follow = completions[b][t + 1:t + 1 + window]
-            for first in (completions[b][t], x):  # the target's own token, then the draft's
+            firsts = (completions[b][t], x) if own_probs is None else (x,)  # the target's own token, the draft's
+            for first in firsts:
                 pre.append(prompts[b] + completions[b][:t])
                 comp.append([first] + follow)
                 nxt.append(follow)
+            if own_probs is not None:
+                own.append(mean_ll(own_probs[b, t + 1:], follow) if follow else 0.0)
         probs, _ = teacher_forced(lm, pre, comp, 1.0)
-        lls = []
-        for i, follow in enumerate(nxt):
-            if not follow:
-                lls.append(0.0)
-                continue
-            idx = torch.tensor(follow, device=probs.device).unsqueeze(-1)
-            lls.append(float(probs[i, 1:1 + len(follow)].gather(-1, idx).clamp_min(1e-30).log().mean()))
-        harm[s:s + len(chunk)] = torch.tensor(lls[0::2]) - torch.tensor(lls[1::2])
+        lls = [mean_ll(probs[i, 1:], follow) if follow else 0.0 for i, follow in enumerate(nxt)]
+        if own_probs is None:
+            own, lls = lls[0::2], lls[1::2]
+        harm[s:s + len(chunk)] = torch.tensor(own) - torch.tensor(lls)
     return harm
 
 
 def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: int, max_new_tokens: int,
          temperature: float, batch_size: int, seed: int, progress: bool = True, label: str = "reward",
-         selfjudge: dict | None = None) -> dict[str, torch.Tensor]:
+         selfjudge: dict | None = None, checkpoint: Path | None = None,
+         signature: dict | None = None) -> dict[str, torch.Tensor]:
     """Mismatch examples: head inputs (h_q, h_p, feats), label important (1) / not (0), TV(p, q), and the gap that
     made the label. label="reward" (AutoJudge): the swap's change of task reward, important iff it is not 0.
     label="selfjudge": `selfjudge_harm` (nats/token), important iff it exceeds selfjudge["threshold"]; no forks
-    are decoded and no reward is computed."""
+    are decoded and no reward is computed.
+
+    checkpoint: a file the mined batches are saved to after each batch (with `signature`, the settings they were
+    mined with), and continued from when it exists: mining a real pair on CPU takes hours, longer than a session.
+    A checkpoint of other settings is refused. The caller removes it once the whole result is saved."""
     if label not in ("reward", "selfjudge"):
         raise ValueError(f"mine.label must be 'reward' (AutoJudge) or 'selfjudge', got {label!r}")
     sj = {"window": 20, "threshold": 0.5, **(selfjudge or {})}
@@ -119,9 +133,22 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
     cut = functools.partial(cut_at_stop, chat_stop=chat)
     out: dict[str, list[torch.Tensor]] = {k: [] for k in ("h_q", "h_p", "feats", "label", "tv", "gap", "prompt",
                                                                  "position")}
-    stats = {"positions": 0, "mismatches": 0, "forks": 0, "decoded_tokens": 0, "greedy_tokens": 0}
-    bar = tqdm(total=len(prompts), desc="mine", unit="prompt", disable=not progress)
-    for start in range(0, len(prompts), batch_size):
+    stats = {"positions": 0, "mismatches": 0, "forks": 0, "decoded_tokens": 0, "greedy_tokens": 0, "seconds": 0.0}
+    first = 0
+    if checkpoint is not None and Path(checkpoint).exists():
+        state = torch.load(checkpoint, weights_only=False)
+        if state.get("signature") != signature:
+            old = state.get("signature") or {}
+            diff = sorted(k for k in (signature or {}).keys() | old.keys() if old.get(k) != (signature or {}).get(k))
+            raise ValueError(f"{checkpoint} holds mining of other settings ({', '.join(diff)} differ); use another "
+                             "run directory, or move that file away to mine again")
+        out, stats, first = state["out"], state["stats"], int(state["next"])
+        rng.setstate(state["rng"])
+        log.info(f"[autojudge] continuing {checkpoint}: {first} of {len(prompts)} prompts mined")
+    bar = tqdm(total=len(prompts), initial=min(first, len(prompts)), desc="mine", unit="prompt",
+               disable=not progress)
+    for start in range(first, len(prompts), batch_size):
+        t_batch = time.perf_counter()
         P, R = prompts[start:start + batch_size], refs[start:start + batch_size]
         gen = generate(models.target, DraftModelProposer(models.draft), P, rule=ExactRule(), gamma=gamma,
                        max_new_tokens=max_new_tokens, temperature=0.0, eos_token_id=eos,
@@ -156,7 +183,8 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                 return score(task.name, texts, [R[r] for r in rws], **reward_opts).scores
 
             if label == "selfjudge":
-                gap = selfjudge_harm(models.target, P, comps, positions, x_minus, int(sj["window"]), batch_size)
+                gap = selfjudge_harm(models.target, P, comps, positions, x_minus, int(sj["window"]), batch_size,
+                                     own_probs=p if temperature == 1.0 else None)  # p is at T = 1 then
                 important = (gap > float(sj["threshold"])).float()
             else:
                 f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
@@ -175,6 +203,10 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
             out["prompt"].append(torch.tensor([start + b for b, _ in positions]))  # fit splits by prompt
             out["position"].append(ts)
             stats["forks"] += len(positions)
+        stats["seconds"] += time.perf_counter() - t_batch
+        if checkpoint is not None:
+            atomic_torch_save({"out": out, "stats": stats, "next": start + batch_size, "rng": rng.getstate(),
+                               "signature": signature}, checkpoint)
         bar.update(len(P))
         bar.set_postfix(mined=stats["forks"], important=int(sum(x.sum() for x in out["label"])), refresh=False)
     bar.close()
@@ -288,18 +320,19 @@ def main(cfg: DictConfig) -> None:
         t_mine = float(data["stats"].get("seconds", 0.0))
         log.info(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
     else:
-        t0 = time.perf_counter()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        partial = run_dir / "mined.partial.pt"  # every mined batch, so that a killed run continues
         data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
                     per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
                     max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
                     temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed),
                     label=str(cfg.mine.get("label", "reward")),
-                    selfjudge=OmegaConf.to_container(cfg.mine.selfjudge) if cfg.mine.get("selfjudge") else None)
-        t_mine = time.perf_counter() - t0
-        data["stats"]["seconds"] = t_mine
+                    selfjudge=OmegaConf.to_container(cfg.mine.selfjudge) if cfg.mine.get("selfjudge") else None,
+                    checkpoint=partial, signature=signature)
+        t_mine = float(data["stats"]["seconds"])  # summed over every run that mined a part
         data["signature"] = signature
-        run_dir.mkdir(parents=True, exist_ok=True)
         atomic_torch_save(data, mined)
+        partial.unlink(missing_ok=True)
     n, gap = len(data["label"]), data["gap"]
     summary = {**data["stats"], "mined": n, "important_share": float(data["label"].mean()) if n else None,
                "gap_plus": int((gap > 0).sum()) if n else 0, "gap_minus": int((gap < 0).sum()) if n else 0,
