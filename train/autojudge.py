@@ -101,6 +101,17 @@ def selfjudge_harm(lm, prompts: list[list[int]], completions: list[list[int]], p
     return harm
 
 
+def check_mined_with(path: Path, old: dict | None, new: dict | None) -> None:
+    """Refuse mined mismatches (whole or a checkpoint) whose settings signature differs from this run's."""
+    if old == new:
+        return
+    old, new = old or {}, new or {}
+    diff = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    raise ValueError(f"{path} was mined with other settings ({', '.join(diff)} differ: "
+                     f"{ {k: old.get(k) for k in diff} } vs now { {k: new.get(k) for k in diff} }); "
+                     "use another run directory, or move that file away to mine again")
+
+
 def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: int, max_new_tokens: int,
          temperature: float, batch_size: int, seed: int, progress: bool = True, label: str = "reward",
          selfjudge: dict | None = None, checkpoint: Path | None = None,
@@ -137,11 +148,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
     first = 0
     if checkpoint is not None and Path(checkpoint).exists():
         state = torch.load(checkpoint, weights_only=False)
-        if state.get("signature") != signature:
-            old = state.get("signature") or {}
-            diff = sorted(k for k in (signature or {}).keys() | old.keys() if old.get(k) != (signature or {}).get(k))
-            raise ValueError(f"{checkpoint} holds mining of other settings ({', '.join(diff)} differ); use another "
-                             "run directory, or move that file away to mine again")
+        check_mined_with(checkpoint, state.get("signature"), signature)
         out, stats, first = state["out"], state["stats"], int(state["next"])
         rng.setstate(state["rng"])
         log.info(f"[autojudge] continuing {checkpoint}: {first} of {len(prompts)} prompts mined")
@@ -312,11 +319,8 @@ def main(cfg: DictConfig) -> None:
         old = data.get("signature")
         if old is None:
             log.warning(f"[autojudge] {mined} carries no signature (mined by an older version): reusing it as is")
-        elif old != signature:
-            diff = sorted(k for k in signature.keys() | old.keys() if old.get(k) != signature.get(k))
-            raise ValueError(f"{mined} was mined with other settings ({', '.join(diff)} differ: "
-                             f"{ {k: old.get(k) for k in diff} } vs now { {k: signature.get(k) for k in diff} }); "
-                             "use another run directory, or move that file away to mine again")
+        else:
+            check_mined_with(mined, old, signature)
         t_mine = float(data["stats"].get("seconds", 0.0))
         log.info(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
     else:
