@@ -1,6 +1,7 @@
 """Whether a per-token rule has anything to learn: how much of the fork gap the head's inputs predict.
 
     python diagnostics/fork_gaps.py <run dir of algo.advantage=critic> [--folds 5] [--out DIR]
+    python diagnostics/fork_gaps.py <train/autojudge.py run dir, or its mined.pt / mined.partial.pt> [...]
 
 A critic run keeps its most recent forks in every checkpoint (`algo.critic.buffer`): the head's inputs at the fork
 position (h_q, h_p, the pair features) and the gap y = G+ - G- of the two continuations, whose expectation given the
@@ -14,6 +15,12 @@ measures that spread out of sample: ridge regressions of y on (a) the pair featu
 input (layer-normed hidden states + features, as heads.EnsembleHead sees them), the ridge strength chosen inside
 each training fold; then held-out R^2 and the mean gap by quintile of the out-of-fold prediction, with 95% CIs.
 Writes fork_gaps.{md,json} to --out (default: the run dir).
+
+AutoJudge / SelfJudge mining (train/autojudge.py) records the same inputs at mismatches of the target's greedy path
+(drawn uniformly, mine.per_prompt a prompt), with its own gap: the swap's change of task reward (label=reward), or the
+target's own log-likelihood loss over its next tokens (label=selfjudge, nats/token: no reward needed, so it reads
+on a real pair in hours). There the folds split by prompt (a prompt's mismatches are alike, and a fold that saw a
+prompt's neighbours would flatter the fit), and a mean of y is harm per relaxed mismatch, not per unit of TV.
 
 --cascade T splits the forks by SpecCascade's decision at threshold T (relax, w = 0, where max p - max q <= T) and
 reports the mean gap on each side, and --mass M turns a per-fork mean into a per-sequence value: M is the TV mass a
@@ -54,6 +61,24 @@ def load_forks(run_dir: Path) -> dict[str, torch.Tensor]:
     return {k: v.double() for k, v in state["critic"]["data"].items()}
 
 
+def load_mined(path: Path) -> dict[str, torch.Tensor]:
+    """The mismatches train/autojudge.py mined (mined.pt, or the per-batch mined.partial.pt of a run still
+    mining): the head's inputs, y = the gap that made each label, and the prompt each came from (the fold groups)."""
+    state = torch.load(path, weights_only=False)
+    if "out" in state:  # a partial checkpoint: lists of per-batch tensors
+        state = {k: torch.cat(v) if v else torch.zeros(0) for k, v in state["out"].items()} | {
+            "signature": state.get("signature"), "stats": state.get("stats")}
+    missing = [k for k in ("h_q", "h_p", "feats", "gap") if k not in state]
+    if missing:
+        raise SystemExit(f"{path}: not a train/autojudge.py mined file (missing {missing})")
+    d = {k: state[k].double() for k in ("h_q", "h_p", "feats")} | {"y": state["gap"].double()}
+    if "prompt" in state and len(state["prompt"]) == len(d["y"]):
+        d["groups"] = state["prompt"].long()
+    sig = state.get("signature") or {}
+    d["label"] = str((sig.get("mine") or {}).get("label", "reward"))
+    return d
+
+
 def design(d: dict[str, torch.Tensor], inputs: str) -> torch.Tensor:
     """The regressors: the pair features, or the head's whole input (layer-normed hidden blocks + features)."""
     if inputs == "features":
@@ -77,21 +102,29 @@ def ridge_predict(model: tuple[torch.Tensor, torch.Tensor, torch.Tensor], X: tor
     return beta[0] + ((X - mu) / sd) @ beta[1:]
 
 
-def folds_of(n: int, k: int, seed: int) -> list[torch.Tensor]:
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    return list(torch.tensor_split(perm, k))
+def folds_of(n: int, k: int, seed: int, groups: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """k folds of range(n); with `groups` ([n]), whole groups go to one fold each."""
+    g = torch.Generator().manual_seed(seed)
+    if groups is None:
+        return list(torch.tensor_split(torch.randperm(n, generator=g), k))
+    ids = torch.unique(groups)
+    ids = ids[torch.randperm(len(ids), generator=g)]
+    if len(ids) < k:
+        raise SystemExit(f"{len(ids)} groups (prompts) cannot fill {k} folds: mine more prompts or pass --folds")
+    return [torch.nonzero(torch.isin(groups, part)).flatten() for part in torch.tensor_split(ids, k)]
 
 
-def out_of_fold(X: torch.Tensor, y: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, list[float]]:
+def out_of_fold(X: torch.Tensor, y: torch.Tensor, k: int, seed: int,
+                groups: torch.Tensor | None = None) -> tuple[torch.Tensor, list[float]]:
     """Out-of-fold ridge predictions; the ridge strength of each outer fold is chosen by an inner k-fold split
-    of its training part (never by the held-out fold)."""
+    of its training part (never by the held-out fold). With `groups`, every split keeps a group whole."""
     pred = torch.empty_like(y)
     chosen = []
-    for test in folds_of(len(y), k, seed):
+    for test in folds_of(len(y), k, seed, groups):
         train = torch.ones(len(y), dtype=torch.bool)
         train[test] = False
         Xt, yt = X[train], y[train]
-        inner = folds_of(len(yt), k, seed + 1)
+        inner = folds_of(len(yt), k, seed + 1, None if groups is None else groups[train])
         best, best_err = ALPHAS[0], math.inf
         for a in ALPHAS:
             err = 0.0
@@ -125,11 +158,12 @@ def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
     y = d["y"]
     tv = d["feats"][:, PAIR_FEATURES.index("tv_pq")]
     m, h = mean_ci(y)
-    out = {"n": len(y), "gap_mean": m, "gap_ci": h, "gap_sd": float(y.std()),
+    out = {"n": len(y), "groups": None if d.get("groups") is None else int(torch.unique(d["groups"]).numel()),
+           "gap_mean": m, "gap_ci": h, "gap_sd": float(y.std()),
            "share_nonzero": float((y != 0).double().mean()), "inputs": {}}
     for inputs in ("features", "head"):
         X = design(d, inputs)
-        pred, alphas = out_of_fold(X, y, folds, seed)
+        pred, alphas = out_of_fold(X, y, folds, seed, d.get("groups"))
         r2 = 1.0 - float(((y - pred) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())
         q = quintiles(pred, y, tv)
         bottom, top = q[0], q[-1]  # independent samples: the half-widths add in quadrature
@@ -153,10 +187,19 @@ def cascade_split(d: dict[str, torch.Tensor], threshold: float) -> dict:
     return out
 
 
-def report(res: dict, label: str) -> str:
-    lines = [f"Fork gaps of {label}: {res['n']} forks (drawn ∝ TV), gap y = G+ − G− (a mean of y is the task value "
-             f"lost per unit of acceptance gained there). Mean {res['gap_mean']:+.4f} ± {res['gap_ci']:.4f}, "
-             f"sd {res['gap_sd']:.3f}, nonzero {res['share_nonzero']:.2f}.", ""]
+WHAT = {
+    "critic": "forks (drawn ∝ TV), gap y = G+ − G− (a mean of y is the task value lost per unit of acceptance "
+              "gained there)",
+    "reward": "greedy-path mismatches (AutoJudge mining), y = the swap's loss of task reward (own − swapped)",
+    "selfjudge": "greedy-path mismatches (SelfJudge mining), y = the target's mean log-likelihood loss over its next "
+                 "tokens after the draft's token (nats/token; > 0: the swap derails the target)",
+}
+
+
+def report(res: dict, label: str, kind: str = "critic") -> str:
+    folds = f", folds by prompt ({res['groups']} prompts)" if res.get("groups") else ""
+    lines = [f"Fork gaps of {label}: {res['n']} {WHAT[kind]}{folds}. Mean {res['gap_mean']:+.4f} ± "
+             f"{res['gap_ci']:.4f}, sd {res['gap_sd']:.3f}, nonzero {res['share_nonzero']:.2f}.", ""]
     lines += ["| inputs | width | held-out R² | top − bottom quintile | q1 | q2 | q3 | q4 | q5 |", "|" + "---|" * 9]
     for name, r in res["inputs"].items():
         qs = " | ".join(f"{q['gap_mean']:+.3f} ± {q['gap_ci']:.3f}" for q in r["quintiles"])
@@ -178,22 +221,29 @@ def report(res: dict, label: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("source", type=Path, help="a critic run dir, an autojudge run dir, or its mined(.partial).pt")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--cascade", type=float, default=None, help="split the forks by SpecCascade's decision at this t")
     ap.add_argument("--mass", type=float, default=None, help="relaxed TV mass per sequence (for the resolution line)")
     args = ap.parse_args()
-    forks = load_forks(args.run_dir)
+    src = args.source
+    mined = src if src.is_file() else next((src / f for f in ("mined.pt", "mined.partial.pt")
+                                            if (src / f).exists()), None)
+    if mined is not None:
+        forks = load_mined(mined)
+        kind = forks.pop("label")
+    else:
+        forks, kind = load_forks(src), "critic"
     res = analyse(forks, args.folds, args.seed)
     if args.cascade is not None:
         res["cascade"] = cascade_split(forks, args.cascade)
     if args.mass is not None:
         res["mass"] = args.mass
-    out = args.out or args.run_dir
+    out = args.out or (src.parent if src.is_file() else src)
     out.mkdir(parents=True, exist_ok=True)
-    text = report(res, str(args.run_dir))
+    text = report(res, str(mined or src), kind)
     (out / "fork_gaps.md").write_text(text + "\n")
     (out / "fork_gaps.json").write_text(json.dumps(res, indent=2))
     print(text)
