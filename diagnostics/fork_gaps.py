@@ -61,10 +61,16 @@ def load_forks(run_dir: Path) -> dict[str, torch.Tensor]:
     return {k: v.double() for k, v in state["critic"]["data"].items()}
 
 
-def load_mined(path: Path) -> dict[str, torch.Tensor]:
+def load_mined(path: Path) -> dict:
     """The mismatches train/autojudge.py mined (mined.pt, or the per-batch mined.partial.pt of a run still
-    mining): the head's inputs, y = the gap that made each label, and the prompt each came from (the fold groups)."""
-    state = torch.load(path, weights_only=False)
+    mining): the head's inputs, y = the gap that made each label, the prompt each came from (the fold groups), and
+    "label", the label source (reward or selfjudge) from the mining's signature."""
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as e:  # a truncated or foreign file: say which, not a pickle traceback
+        raise SystemExit(f"{path}: cannot be read as a train/autojudge.py mined file ({type(e).__name__}: {e})") from e
+    if not isinstance(state, dict):
+        raise SystemExit(f"{path}: not a train/autojudge.py mined file (holds a {type(state).__name__})")
     if "out" in state:  # a partial checkpoint: lists of per-batch tensors
         state = {k: torch.cat(v) if v else torch.zeros(0) for k, v in state["out"].items()} | {
             "signature": state.get("signature"), "stats": state.get("stats")}

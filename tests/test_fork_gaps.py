@@ -113,3 +113,17 @@ def test_load_mined_reads_a_finished_and_a_partial_mining_alike(tmp_path):
     for k in ("h_q", "h_p", "feats", "y", "groups"):
         assert torch.equal(a[k], b[k]), k
     assert a["groups"].tolist() == [0] * 3 + [1] * 5 and torch.equal(a["y"], torch.cat([x["gap"] for x in batches]).double())
+
+
+def test_load_mined_refuses_a_corrupt_or_foreign_file_by_name(tmp_path):
+    import pytest
+
+    from diagnostics.fork_gaps import load_mined
+
+    bad = tmp_path / "mined.pt"
+    bad.write_bytes(b"not a torch file")
+    with pytest.raises(SystemExit, match="mined.pt: cannot be read"):
+        load_mined(bad)
+    torch.save({"h_q": torch.zeros(2, 3)}, bad)  # a dict without the gaps
+    with pytest.raises(SystemExit, match=r"missing \['h_p', 'feats', 'gap'\]"):
+        load_mined(bad)
