@@ -72,7 +72,9 @@ def load_mined(path: Path) -> dict:
     if not isinstance(state, dict):
         raise SystemExit(f"{path}: not a train/autojudge.py mined file (holds a {type(state).__name__})")
     if "out" in state:  # a partial checkpoint: lists of per-batch tensors
-        state = {k: torch.cat(v) if v else torch.zeros(0) for k, v in state["out"].items()} | {
+        from train.autojudge import concat_mined
+
+        state = concat_mined(state["out"]) | {
             "signature": state.get("signature"), "stats": state.get("stats")}
     missing = [k for k in ("h_q", "h_p", "feats", "gap") if k not in state]
     if missing:

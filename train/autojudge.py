@@ -101,6 +101,11 @@ def selfjudge_harm(lm, prompts: list[list[int]], completions: list[list[int]], p
     return harm
 
 
+def concat_mined(out: dict[str, list[torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The per-batch lists mining accumulates (and its checkpoint holds), as one tensor per field."""
+    return {k: torch.cat(v) if v else torch.zeros(0) for k, v in out.items()}
+
+
 def check_mined_with(path: Path, old: dict | None, new: dict | None) -> None:
     """Refuse mined mismatches (whole or a checkpoint) whose settings signature differs from this run's."""
     if old == new:
@@ -217,7 +222,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
         bar.update(len(P))
         bar.set_postfix(mined=stats["forks"], important=int(sum(x.sum() for x in out["label"])), refresh=False)
     bar.close()
-    data = {k: torch.cat(v) if v else torch.zeros(0) for k, v in out.items()}
+    data = concat_mined(out)
     data["stats"] = stats
     return data
 
