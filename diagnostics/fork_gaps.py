@@ -27,6 +27,11 @@ reports the mean gap on each side, and --mass M turns a per-fork mean into a per
 rule relaxes per sequence (its acceptance gain over SD times the drafted positions per sequence). A rule's task gain
 is about -M times the mean gap over the forks it relaxes, so an interval of +-h on that mean resolves gains only down
 to ~M*h per sequence: the diagnostic's resolution in units of the task score.
+
+--task-gaps RUN (with a SelfJudge mining as the source) reads a reward mining of the same mismatches and reports
+how well the self-supervised gap points at the task's harm: their correlation, and the task gap by quintile of the
+label and of its out-of-fold prediction from the head's inputs (the dense signal issue "strongest competitors" asks
+about: worth training on only if it ranks the task's harm).
 """
 
 from __future__ import annotations
@@ -195,6 +200,28 @@ def cascade_split(d: dict[str, torch.Tensor], threshold: float) -> dict:
     return out
 
 
+def against(d: dict[str, torch.Tensor], task: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
+    """Whether d's gap (SelfJudge's: the target's own likelihood loss) points at the mismatches whose swap costs
+    the task, measured as `task` (a reward mining of the *same* mismatches) at each of them. Reports their Pearson
+    correlation, the mean task gap by quintile of d's gap itself (an oracle: the best any head trained on d's
+    label could do) and by quintile of its out-of-fold prediction from the head's whole input (what a head trained
+    on it can select). Both minings walk the target's greedy path with the same settings, so their inputs must be
+    equal; anything else is refused."""
+    for k in ("h_q", "h_p", "feats"):
+        if d[k].shape != task[k].shape or not torch.equal(d[k], task[k]):
+            raise SystemExit(f"--task-gaps: not the same mismatches ({k} differs): mine both with one setting")
+    y, t = d["y"], task["y"]
+    tv = d["feats"][:, PAIR_FEATURES.index("tv_pq")]
+    r = float(torch.corrcoef(torch.stack([y, t]))[0, 1]) if y.std() > 0 and t.std() > 0 else float("nan")
+    pred, _ = out_of_fold(design(d, "head"), y, folds, seed, d.get("groups"))
+    out = {"n": len(y), "pearson": r}
+    for name, order_by in (("by_gap", y), ("by_head", pred)):
+        q = quintiles(order_by, t, tv)
+        out[name] = {"quintiles": q, "top_minus_bottom": q[-1]["gap_mean"] - q[0]["gap_mean"],
+                     "top_minus_bottom_ci": math.hypot(q[-1]["gap_ci"], q[0]["gap_ci"])}
+    return out
+
+
 WHAT = {
     "critic": "forks (drawn ∝ TV), gap y = G+ − G− (a mean of y is the task value lost per unit of acceptance "
               "gained there)",
@@ -219,6 +246,16 @@ def report(res: dict, label: str, kind: str = "critic") -> str:
         lines += ["", f"SpecCascade's split at t = {c['threshold']:g} (relaxed: max p − max q ≤ t):", "",
                   "| side | forks | mean gap ± 95% |", "|---|---|---|"]
         lines += [f"| {k} | {c[k]['n']} | {c[k]['gap_mean']:+.4f} ± {c[k]['gap_ci']:.4f} |" for k in ("relaxed", "deferred")]
+    a = res.get("against")
+    if a:
+        lines += ["", f"Against the task's own gaps at the same {a['n']} mismatches ({a['source']}): Pearson r = "
+                  f"{a['pearson']:+.3f}. Mean task gap by quintile of this gap (an oracle of this label) and of its "
+                  "out-of-fold prediction from the head's whole input (what a head trained on it can select):", "",
+                  "| ordered by | top − bottom quintile | q1 | q2 | q3 | q4 | q5 |", "|" + "---|" * 7]
+        for name, what in (("by_gap", "this gap itself"), ("by_head", "its prediction from the head's input")):
+            b = a[name]
+            qs = " | ".join(f"{q['gap_mean']:+.3f} ± {q['gap_ci']:.3f}" for q in b["quintiles"])
+            lines.append(f"| {what} | {b['top_minus_bottom']:+.3f} ± {b['top_minus_bottom_ci']:.3f} | {qs} |")
     if res.get("mass"):
         m = res["mass"]
         lines += ["", f"Resolution at a relaxed TV mass of {m:g} per sequence: the mean gap's ±{res['gap_ci']:.4f} "
@@ -235,6 +272,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--cascade", type=float, default=None, help="split the forks by SpecCascade's decision at this t")
     ap.add_argument("--mass", type=float, default=None, help="relaxed TV mass per sequence (for the resolution line)")
+    ap.add_argument("--task-gaps", type=Path, default=None,
+                    help="a reward mining (autojudge run dir or mined.pt) of the same mismatches: how well this "
+                         "source's gap points at the task's harm")
     args = ap.parse_args()
     src = args.source
     mined = src if src.is_file() else next((src / f for f in ("mined.pt", "mined.partial.pt")
@@ -249,6 +289,11 @@ def main() -> None:
         res["cascade"] = cascade_split(forks, args.cascade)
     if args.mass is not None:
         res["mass"] = args.mass
+    if args.task_gaps is not None:
+        tsrc = args.task_gaps
+        task = load_mined(tsrc if tsrc.is_file() else tsrc / "mined.pt")
+        task.pop("label")
+        res["against"] = against(forks, task, args.folds, args.seed) | {"source": str(tsrc)}
     out = args.out or (src.parent if src.is_file() else src)
     out.mkdir(parents=True, exist_ok=True)
     text = report(res, str(mined or src), kind)
