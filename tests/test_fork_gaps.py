@@ -1,5 +1,7 @@
 """diagnostics/fork_gaps.py: out-of-fold predictability of the fork gap from the head's inputs."""
 
+import math
+
 import torch
 
 from diagnostics.fork_gaps import analyse, out_of_fold, ridge_fit, ridge_predict
@@ -155,3 +157,24 @@ def test_against_ranks_the_task_gap_by_a_self_supervised_gap_only_where_they_agr
     other = dict(noise, feats=noise["feats"] + 1.0)
     with pytest.raises(SystemExit, match="not the same mismatches"):
         against(d, other)
+
+
+def test_prompt_resampled_interval_widens_when_a_prompts_mismatches_are_copies():
+    """40 prompts of 10 identical mismatches each, y = the prompt's own noise: the normal half-width counts 400
+    independent mismatches, the prompt bootstrap 40 prompts, so its interval is ~sqrt(10) wider and still holds the
+    point estimate; with a real effect (y rises with the ordering) it excludes 0."""
+    from diagnostics.fork_gaps import quintiles, top_minus_bottom_by_prompt
+
+    g = torch.Generator().manual_seed(5)
+    groups = torch.arange(40).repeat_interleave(10)
+    order_by = torch.rand(40, generator=g).double()[groups]
+    y = torch.randn(40, generator=g).double()[groups]
+    q = quintiles(order_by, y, torch.zeros(400, dtype=torch.float64))
+    point = q[-1]["gap_mean"] - q[0]["gap_mean"]
+    normal = 1.96 * math.hypot(float(y[torch.argsort(order_by)[:80]].std()) / math.sqrt(80),
+                               float(y[torch.argsort(order_by)[-80:]].std()) / math.sqrt(80))
+    lo, hi = top_minus_bottom_by_prompt(order_by, y, groups)
+    assert lo < point < hi
+    assert (hi - lo) / 2 > 2 * normal
+    lo, hi = top_minus_bottom_by_prompt(order_by, y + 3 * order_by, groups)
+    assert lo > 0
