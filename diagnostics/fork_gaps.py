@@ -183,6 +183,9 @@ def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
         out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r2, "alphas": alphas, "quintiles": q,
                                  "top_minus_bottom": top["gap_mean"] - bottom["gap_mean"],
                                  "top_minus_bottom_ci": math.hypot(top["gap_ci"], bottom["gap_ci"])}
+        if d.get("groups") is not None:
+            out["inputs"][inputs]["top_minus_bottom_prompt_ci"] = top_minus_bottom_by_prompt(
+                pred, y, d["groups"], seed=seed)
     return out
 
 
@@ -262,8 +265,10 @@ def report(res: dict, label: str, kind: str = "critic") -> str:
     lines += ["| inputs | width | held-out R² | top − bottom quintile | q1 | q2 | q3 | q4 | q5 |", "|" + "---|" * 9]
     for name, r in res["inputs"].items():
         qs = " | ".join(f"{q['gap_mean']:+.3f} ± {q['gap_ci']:.3f}" for q in r["quintiles"])
+        pc = r.get("top_minus_bottom_prompt_ci")
+        pcs = f" (prompts resampled: [{pc[0]:+.3f}, {pc[1]:+.3f}])" if pc else ""
         lines.append(f"| {name} | {r['width']} | {r['r2_oof']:+.3f} | {r['top_minus_bottom']:+.3f} ± "
-                     f"{r['top_minus_bottom_ci']:.3f} | {qs} |")
+                     f"{r['top_minus_bottom_ci']:.3f}{pcs} | {qs} |")
     lines += ["", "(quintiles of the out-of-fold ridge prediction, lowest first: mean gap ± 95% half-width)"]
     c = res.get("cascade")
     if c:
