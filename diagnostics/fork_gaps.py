@@ -245,8 +245,8 @@ def top_minus_bottom_by_prompt(order_by: torch.Tensor, y: torch.Tensor, groups: 
         wt, wb = weight * top, weight * bottom
         if wt.sum() > 0 and wb.sum() > 0:
             diffs.append(float((wt * y).sum() / wt.sum() - (wb * y).sum() / wb.sum()))
-    lo, hi = torch.tensor(diffs, dtype=torch.float64).quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-    return [lo, hi]
+    diffs_t = torch.tensor(diffs, dtype=torch.float64)
+    return diffs_t.quantile(torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
 
 
 WHAT = {
@@ -324,7 +324,8 @@ def main() -> None:
     if args.task_gaps is not None:
         tsrc = args.task_gaps
         task = load_mined(tsrc if tsrc.is_file() else tsrc / "mined.pt")
-        task.pop("label")
+        if task.pop("label") != "reward":
+            raise SystemExit(f"--task-gaps {tsrc}: not a reward mining (mine.label=reward); its gaps are not the task's")
         res["against"] = against(forks, task, args.folds, args.seed) | {"source": str(tsrc)}
     out = args.out or (src.parent if src.is_file() else src)
     out.mkdir(parents=True, exist_ok=True)

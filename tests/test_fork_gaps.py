@@ -178,3 +178,24 @@ def test_prompt_resampled_interval_widens_when_a_prompts_mismatches_are_copies()
     assert (hi - lo) / 2 > 2 * normal
     lo, hi = top_minus_bottom_by_prompt(order_by, y + 3 * order_by, groups)
     assert lo > 0
+
+
+def test_task_gaps_must_come_from_a_reward_mining(tmp_path, monkeypatch):
+    """--task-gaps given a SelfJudge mining (likelihood gaps, not the task's) is refused by name."""
+    import sys
+
+    import pytest
+
+    from diagnostics import fork_gaps
+
+    n = 20
+    g = torch.Generator().manual_seed(6)
+    mined = {"h_q": torch.randn(n, 4, generator=g), "h_p": torch.randn(n, 4, generator=g),
+             "feats": torch.rand(n, 5, generator=g), "gap": torch.randn(n, generator=g),
+             "prompt": torch.arange(n) // 2, "signature": {"mine": {"label": "selfjudge"}}}
+    torch.save(mined, tmp_path / "self.pt")
+    torch.save(mined, tmp_path / "other.pt")
+    monkeypatch.setattr(sys, "argv", ["fork_gaps.py", str(tmp_path / "self.pt"), "--task-gaps",
+                                      str(tmp_path / "other.pt"), "--out", str(tmp_path / "out")])
+    with pytest.raises(SystemExit, match="not a reward mining"):
+        fork_gaps.main()
