@@ -167,6 +167,18 @@ def quintiles(pred: torch.Tensor, y: torch.Tensor, tv: torch.Tensor) -> list[dic
     return rows
 
 
+def spread(order_by: torch.Tensor, y: torch.Tensor, tv: torch.Tensor, groups: torch.Tensor | None,
+           seed: int = 0) -> dict:
+    """Mean y by quintile of order_by, and the top quintile's mean minus the bottom's: its normal 95% half-width
+    (independent samples: the half-widths add in quadrature) and, with groups, its prompt-resampled interval."""
+    q = quintiles(order_by, y, tv)
+    out = {"quintiles": q, "top_minus_bottom": q[-1]["gap_mean"] - q[0]["gap_mean"],
+           "top_minus_bottom_ci": math.hypot(q[-1]["gap_ci"], q[0]["gap_ci"])}
+    if groups is not None:
+        out["top_minus_bottom_prompt_ci"] = top_minus_bottom_by_prompt(order_by, y, groups, seed=seed)
+    return out
+
+
 def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
     y = d["y"]
     tv = d["feats"][:, PAIR_FEATURES.index("tv_pq")]
@@ -178,14 +190,8 @@ def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
         X = design(d, inputs)
         pred, alphas = out_of_fold(X, y, folds, seed, d.get("groups"))
         r2 = 1.0 - float(((y - pred) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())
-        q = quintiles(pred, y, tv)
-        bottom, top = q[0], q[-1]  # independent samples: the half-widths add in quadrature
-        out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r2, "alphas": alphas, "quintiles": q,
-                                 "top_minus_bottom": top["gap_mean"] - bottom["gap_mean"],
-                                 "top_minus_bottom_ci": math.hypot(top["gap_ci"], bottom["gap_ci"])}
-        if d.get("groups") is not None:
-            out["inputs"][inputs]["top_minus_bottom_prompt_ci"] = top_minus_bottom_by_prompt(
-                pred, y, d["groups"], seed=seed)
+        out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r2, "alphas": alphas} | spread(
+            pred, y, tv, d.get("groups"), seed)
     return out
 
 
@@ -217,14 +223,8 @@ def against(d: dict[str, torch.Tensor], task: dict[str, torch.Tensor], folds: in
     tv = d["feats"][:, PAIR_FEATURES.index("tv_pq")]
     r = float(torch.corrcoef(torch.stack([y, t]))[0, 1]) if y.std() > 0 and t.std() > 0 else float("nan")
     pred, _ = out_of_fold(design(d, "head"), y, folds, seed, d.get("groups"))
-    out = {"n": len(y), "pearson": r}
-    for name, order_by in (("by_gap", y), ("by_head", pred)):
-        q = quintiles(order_by, t, tv)
-        out[name] = {"quintiles": q, "top_minus_bottom": q[-1]["gap_mean"] - q[0]["gap_mean"],
-                     "top_minus_bottom_ci": math.hypot(q[-1]["gap_ci"], q[0]["gap_ci"])}
-        if d.get("groups") is not None:
-            out[name]["top_minus_bottom_prompt_ci"] = top_minus_bottom_by_prompt(order_by, t, d["groups"], seed=seed)
-    return out
+    return {"n": len(y), "pearson": r, "by_gap": spread(y, t, tv, d.get("groups"), seed),
+            "by_head": spread(pred, t, tv, d.get("groups"), seed)}
 
 
 def top_minus_bottom_by_prompt(order_by: torch.Tensor, y: torch.Tensor, groups: torch.Tensor,
@@ -232,8 +232,7 @@ def top_minus_bottom_by_prompt(order_by: torch.Tensor, y: torch.Tensor, groups: 
     """95% percentile interval of (mean y in the top quintile of order_by) - (bottom quintile's), resampling whole
     prompts: a prompt's mismatches are alike, so the normal half-width over mismatches is too narrow. The quintile
     membership is the full sample's."""
-    order = torch.argsort(order_by)
-    parts = torch.tensor_split(order, 5)
+    parts = torch.tensor_split(torch.argsort(order_by), 5)  # quintiles()' partition
     bottom = torch.zeros(len(y), dtype=torch.bool)
     top = torch.zeros(len(y), dtype=torch.bool)
     bottom[parts[0]], top[parts[-1]] = True, True
