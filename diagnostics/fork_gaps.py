@@ -127,6 +127,21 @@ def folds_of(n: int, k: int, seed: int, groups: torch.Tensor | None = None) -> l
     return [torch.nonzero(torch.isin(groups, part)).flatten() for part in torch.tensor_split(ids, k)]
 
 
+def choose_alpha(X: torch.Tensor, y: torch.Tensor, k: int, seed: int, groups: torch.Tensor | None = None) -> float:
+    """The ridge strength (of ALPHAS) with the least k-fold squared error on (X, y); groups kept whole."""
+    best, best_err = ALPHAS[0], math.inf
+    folds = folds_of(len(y), k, seed, groups)
+    for a in ALPHAS:
+        err = 0.0
+        for v in folds:
+            m = torch.ones(len(y), dtype=torch.bool)
+            m[v] = False
+            err += float(((ridge_predict(ridge_fit(X[m], y[m], a), X[v]) - y[v]) ** 2).sum())
+        if err < best_err:
+            best, best_err = a, err
+    return best
+
+
 def out_of_fold(X: torch.Tensor, y: torch.Tensor, k: int, seed: int,
                 groups: torch.Tensor | None = None) -> tuple[torch.Tensor, list[float]]:
     """Out-of-fold ridge predictions; the ridge strength of each outer fold is chosen by an inner k-fold split
@@ -137,16 +152,7 @@ def out_of_fold(X: torch.Tensor, y: torch.Tensor, k: int, seed: int,
         train = torch.ones(len(y), dtype=torch.bool)
         train[test] = False
         Xt, yt = X[train], y[train]
-        inner = folds_of(len(yt), k, seed + 1, None if groups is None else groups[train])
-        best, best_err = ALPHAS[0], math.inf
-        for a in ALPHAS:
-            err = 0.0
-            for v in inner:
-                m = torch.ones(len(yt), dtype=torch.bool)
-                m[v] = False
-                err += float(((ridge_predict(ridge_fit(Xt[m], yt[m], a), Xt[v]) - yt[v]) ** 2).sum())
-            if err < best_err:
-                best, best_err = a, err
+        best = choose_alpha(Xt, yt, k, seed + 1, None if groups is None else groups[train])
         pred[test] = ridge_predict(ridge_fit(Xt, yt, best), X[test])
         chosen.append(best)
     return pred, chosen
