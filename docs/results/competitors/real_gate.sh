@@ -13,10 +13,18 @@
 #               (same problems and seeds; their per-problem records were lost with an earlier runs/);
 #   choice:     the gate with the higher J = score + 0.1·acceptance on validation goes to test, whatever the rules
 #               score there (the gate is the experiment; the rules are decoded beside it);
-#   test:       the chosen gate, typical(ε = 0.03, ν) and typical's ν-form at ε = 0.3 / 0.1 (the envelope's points
+#   test:       the chosen gate (step test), typical(ε = 0.03, ν) and typical's ν-form at ε = 0.3 / 0.1 (the envelope's points
 #               near the gate; decoded again, their earlier records lost) on run_real.sh's 64 test problems (data
-#               seed 11, decoding seed 12), paired with every rule in t1_n64 by eval/pool.py.
-# Usage: bash docs/results/competitors/real_gate.sh STEP [Q]   (STEP: fit | val | test Q). Resumable.
+#               seed 11, decoding seed 12; step test_rules), paired with every rule in t1_n64 by eval/pool.py.
+# VARIANT strict (added after gate q = 0.2's validation point, 0.484 at 0.769, below typical ε = 0.3's 0.562 at
+# 0.785: its w = 1 end is the target truncated at ε = 0.03, which keeps SD's quality, not typical 0.3's; fixed before
+# any strict result): HeadEnsembleRule(typical_end="strict") puts typical acceptance at ε = 0.3, the strongest rule
+# on validation and test, at w = 1 and accepts the draft outright at w = 0, so the gate relaxes typical acceptance
+# further, only at the swaps it predicts cheapest; the ridge reads the hidden states alone (--inputs hidden: the head's
+# pair features are then of (typical's ν, q), the mining's of (p, q)); q in {0.2, 0.5}; the higher validation J goes
+# to test, beside the rules of step test_rules.
+# Usage: bash docs/results/competitors/real_gate.sh STEP [Q]
+#   (STEP: fit | val | fit_strict | val_strict | test_rules | test NAME, NAME a directory under $R/gate). Resumable.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
@@ -38,11 +46,18 @@ case ${1:?usage: real_gate.sh STEP [Q]} in
        for Q in 0.2 0.5; do
          timed $PY eval/run.py "${VAL[@]}" method=diversed head=$R/gate/gate_q$Q "out_dir='$R/val_gate/gate(q=$Q,eps=$EPS)'"
        done ;;
-  test) Q=${2:?usage: real_gate.sh test Q}
-        timed $PY eval/run.py "${TEST[@]}" method=diversed head=$R/gate/gate_q$Q "out_dir='$R/t1_n64/gate(q=$Q,eps=$EPS)'"
-        for E in $EPS 0.3 0.1; do
+  fit_strict) for Q in 0.2 0.5; do
+         $PY train/gate.py $R/selfjudge --quantile $Q --typical-epsilon 0.3 --typical-end strict --inputs hidden \
+             --out $R/gate/strict_q$Q
+       done ;;
+  val_strict) for Q in 0.2 0.5; do
+         timed $PY eval/run.py "${VAL[@]}" method=diversed head=$R/gate/strict_q$Q "out_dir='$R/val_gate/strict(q=$Q)'"
+       done ;;
+  test_rules) for E in 0.3 0.1 $EPS; do
           timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$E method.bonus=nu \
               "out_dir='$R/t1_n64/typical(eps=$E,nu)'"
         done ;;
-  *) echo "real_gate.sh: STEP is fit, val or test Q" >&2; exit 2 ;;
+  test) NAME=${2:?usage: real_gate.sh test NAME}
+        timed $PY eval/run.py "${TEST[@]}" method=diversed head=$R/gate/$NAME "out_dir='$R/t1_n64/diversed($NAME)'" ;;
+  *) echo "real_gate.sh: STEP is fit, val, fit_strict, val_strict, test_rules or test NAME" >&2; exit 2 ;;
 esac
