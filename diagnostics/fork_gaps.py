@@ -93,11 +93,12 @@ def load_mined(path: Path) -> dict:
 
 
 def design(d: dict[str, torch.Tensor], inputs: str) -> torch.Tensor:
-    """The regressors: the pair features, or the head's whole input (layer-normed hidden blocks + features)."""
+    """The regressors: the pair features, the head's whole input (layer-normed hidden blocks + features), or its
+    hidden blocks alone ("hidden")."""
     if inputs == "features":
         return d["feats"]
-    return torch.cat([F.layer_norm(d["h_q"], d["h_q"].shape[-1:]), F.layer_norm(d["h_p"], d["h_p"].shape[-1:]),
-                      d["feats"]], dim=-1)
+    hidden = [F.layer_norm(d["h_q"], d["h_q"].shape[-1:]), F.layer_norm(d["h_p"], d["h_p"].shape[-1:])]
+    return torch.cat(hidden if inputs == "hidden" else hidden + [d["feats"]], dim=-1)
 
 
 def ridge_fit(X: torch.Tensor, y: torch.Tensor, alpha: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -275,26 +275,39 @@ class HeadEnsembleRule(Rule):
     leave out a token both give mass (it is ≥ min(b, q)), so without it a head cannot reach typical acceptance, the
     strongest rule on several tasks; with it w = 0 *is* typical acceptance (its ν-form: the bonus token too comes
     from ν) and w = 1 is SD against the truncated target b_S. ν stays linear in w, so `base` returns b_S, `relaxed`
-    the w = 0 end, and the head's pair features are those of (b_S, q)."""
+    the w = 0 end, and the head's pair features are those of (b_S, q).
+
+    typical_end="strict" puts typical acceptance at the other end: ν_t = w_t·typical_target(b, q) + (1−w_t)·q_t,
+    so w = 1 *is* typical acceptance and w = 0 accepts the draft outright: a head that relaxes typical acceptance
+    further where it judges a swap cheap (train/gate.py). `base` is then typical's ν (the w = 1 end) and the pair
+    features are those of (typical's ν, q)."""
 
     needs_bonus_q = True
 
-    def __init__(self, head: Callable[..., torch.Tensor], base: Rule | None = None, typical_epsilon: float = 0.0):
+    def __init__(self, head: Callable[..., torch.Tensor], base: Rule | None = None, typical_epsilon: float = 0.0,
+                 typical_end: str = "relaxed"):
         if not 0.0 <= typical_epsilon <= 1.0:
             raise ValueError(f"typical_epsilon must be in [0, 1] (0: no truncation), got {typical_epsilon}")
+        if typical_end not in ("relaxed", "strict"):
+            raise ValueError(f"typical_end must be 'relaxed' (w = 0 is typical acceptance) or 'strict' (w = 1 is), "
+                             f"got {typical_end!r}")
+        if typical_end == "strict" and not typical_epsilon:
+            raise ValueError("typical_end='strict' needs typical_epsilon > 0 (the typical acceptance at w = 1)")
         self.head = head
         self.base_rule = base
         self.needs_amateur = bool(base is not None and base.needs_amateur)
         self.typical_epsilon = float(typical_epsilon)
+        self.typical_end = typical_end
 
     def _ends(self, scores: RoundScores) -> tuple[torch.Tensor, torch.Tensor | None]:
         """ν's ends (w = 1, w = 0): (b, None) without truncation (the w = 0 end is q), else (b_S, typical's ν),
-        the base and the typical set computed once."""
+        or (typical's ν, None) with typical_end="strict"; the base and the typical set computed once."""
         b = scores.p if self.base_rule is None else self.base_rule.base(scores)
         if not self.typical_epsilon:
             return b, None
         keep = typical_set(b, self.typical_epsilon, self.typical_epsilon ** 0.5)
-        return truncate(b, b, keep), truncate(_q_full(scores).to(b.dtype), b, keep)
+        typical = truncate(_q_full(scores).to(b.dtype), b, keep)
+        return (typical, None) if self.typical_end == "strict" else (truncate(b, b, keep), typical)
 
     def base(self, scores: RoundScores) -> torch.Tensor:
         return self._ends(scores)[0]

@@ -74,12 +74,20 @@ def test_cli_exports_a_head_the_registry_verifies_against_the_typical_truncated_
                                       "--out", str(out)])
     gate.main()
     head, meta = load_head(out, expect={"hidden_q": HQ, "hidden_p": HP})
-    assert meta["target"] == {"kind": "ensemble", "typical_epsilon": 0.03}
+    assert meta["target"] == {"kind": "ensemble", "typical_epsilon": 0.03, "typical_end": "relaxed"}
     assert all(meta[k] == v for k, v in ident.items())
     assert meta["gate"]["label"] == "selfjudge" and meta["gate"]["max_logit_error"] < 1e-2
     assert head_rule(head, meta["target"]).typical_epsilon == 0.03
     report = json.loads((tmp_path / "gate.json").read_text())
     assert report["quantile"] == 0.4 and 0.2 < report["relaxed_in_sample"] < 0.7
+
+    # the strict end with the hidden states alone: a head without pair features, typical acceptance at w = 1
+    monkeypatch.setattr(sys, "argv", ["gate.py", str(run), "--quantile", "0.4", "--typical-epsilon", "0.3",
+                                      "--typical-end", "strict", "--inputs", "hidden", "--out", str(tmp_path / "s")])
+    gate.main()
+    head, meta = load_head(tmp_path / "s", expect={"hidden_q": HQ, "hidden_p": HP})
+    assert meta["arch"]["num_features"] == 0 and meta["gate"]["inputs"] == "hidden"
+    assert head_rule(head, meta["target"]).typical_end == "strict"
 
     (run / "head" / "config.json").unlink()
     with pytest.raises(SystemExit, match="head/config.json"):

@@ -188,3 +188,36 @@ def test_the_benchmark_decodes_an_exported_head_under_its_own_target():
     pair.head_target = {"kind": "contrastive", "alpha": 0.5, "beta": 0.1}
     with pytest.raises(ValueError, match="pass --amateur"):
         method_spec("head", pair, SimpleNamespace(gamma=3))
+
+
+def test_strict_end_puts_typical_acceptance_at_w1_and_the_draft_at_w0():
+    """typical_end="strict": ν = w·typical_target(p, q) + (1 − w)·q, so w = 1 is typical acceptance's ν-form (every
+    position, the bonus too), w = 0 accepts any draft (ν = q), and ν is linear in w; the head reads the features of
+    (typical's ν, q), which rollouts record from rule.base. The export's target entry selects it."""
+    from specdec.registry import head_rule
+
+    s = _scores(5)
+    seen = {}
+
+    def head(h_q, h_p, feats):
+        seen["feats"] = feats
+        return torch.full(feats.shape[:-1], 0.4, dtype=torch.float64)
+
+    strict = {w: HeadEnsembleRule(_const(w), typical_epsilon=EPS, typical_end="strict")(s)[0] for w in (0.0, 1.0)}
+    typical, _ = TypicalRule(EPS, bonus="nu")(s)
+    assert torch.allclose(strict[1.0], typical, atol=1e-12)
+    assert torch.allclose(strict[0.0], s.q, atol=1e-12)
+    rule = HeadEnsembleRule(head, typical_epsilon=EPS, typical_end="strict")
+    nu, _ = rule(s)
+    assert torch.allclose(nu, 0.4 * strict[1.0] + 0.6 * strict[0.0], atol=1e-12)
+    assert rule.relaxed(s) is None and torch.allclose(rule.base(s), typical, atol=1e-12)
+    assert torch.equal(seen["feats"], pair_features(rule.base(s), s.q))
+    # typical acceptance rejects some drafts (ν < q somewhere), the strict head's w = 0 end none
+    assert float(torch.minimum(s.q, typical).sum(-1).min()) < 0.99
+    assert torch.allclose(torch.minimum(s.q, strict[0.0]).sum(-1), torch.ones(s.q.shape[:-1], dtype=s.q.dtype))
+    assert head_rule(head, {"kind": "ensemble", "typical_epsilon": EPS, "typical_end": "strict"}).typical_end == "strict"
+    assert head_rule(head, {"kind": "ensemble", "typical_epsilon": EPS}).typical_end == "relaxed"
+    with pytest.raises(ValueError, match="typical_end"):
+        HeadEnsembleRule(head, typical_epsilon=EPS, typical_end="both")
+    with pytest.raises(ValueError, match="needs typical_epsilon"):
+        HeadEnsembleRule(head, typical_end="strict")

@@ -52,18 +52,21 @@ def gate_head(model: tuple[torch.Tensor, torch.Tensor, torch.Tensor], theta: flo
     return head
 
 
-def fit_gate(d: dict, quantile: float, *, folds: int = 5, seed: int = 0) -> dict:
-    """Ridge of the mined harm on the head's input: the model, its ridge strength, θ and what it predicts held out."""
+def fit_gate(d: dict, quantile: float, *, inputs: str = "head", folds: int = 5, seed: int = 0) -> dict:
+    """Ridge of the mined harm on the head's input ("head": hidden states + pair features; "hidden": the hidden
+    states alone): the model, its ridge strength, θ and what it predicts held out."""
     if not 0.0 <= quantile <= 1.0:
         raise ValueError(f"quantile must be in [0, 1] (the share of mismatches relaxed), got {quantile}")
-    X, y, groups = design(d, "head"), d["y"], d.get("groups")
+    if inputs not in ("head", "hidden"):
+        raise ValueError(f"inputs must be 'head' or 'hidden', got {inputs!r}")
+    X, y, groups = design(d, inputs), d["y"], d.get("groups")
     oof, _ = out_of_fold(X, y, folds, seed, groups)
     alpha = choose_alpha(X, y, folds, seed + 1, groups)
     model = ridge_fit(X, y, alpha)
     theta = float(torch.quantile(oof, quantile))
     r2 = 1.0 - float(((oof - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     relaxed = oof <= theta
-    return {"model": model, "alpha": alpha, "theta": theta, "quantile": quantile, "oof_r2": r2,
+    return {"model": model, "alpha": alpha, "theta": theta, "quantile": quantile, "inputs": inputs, "oof_r2": r2,
             "n": len(y), "mean_harm": float(y.mean()),
             "mean_harm_relaxed_oof": float(y[relaxed].mean()) if relaxed.any() else None,
             "mean_harm_kept_oof": float(y[~relaxed].mean()) if (~relaxed).any() else None}
@@ -76,6 +79,12 @@ def main() -> None:
                     help="share of the mined mismatches (by out-of-fold predicted harm) the gate relaxes")
     ap.add_argument("--typical-epsilon", type=float, default=0.0,
                     help="verify against the typical-truncated target (w = 0: typical acceptance at this ε)")
+    ap.add_argument("--typical-end", choices=("relaxed", "strict"), default="relaxed",
+                    help="relaxed: w = 0 is typical acceptance, w = 1 the truncated target; strict: w = 1 is typical "
+                         "acceptance, w = 0 accepts the draft")
+    ap.add_argument("--inputs", choices=("head", "hidden"), default="head",
+                    help="hidden: leave the pair features out (they are of (typical's ν, q) at decoding with "
+                         "--typical-end strict, of (p, q) in the mining)")
     ap.add_argument("--sharpness", type=float, default=50.0, help="logit per unit of predicted harm")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
@@ -86,25 +95,27 @@ def main() -> None:
         raise SystemExit(f"{args.mining}: needs mined.pt and head/config.json (a finished train/autojudge.py run)")
     d = load_mined(mined)
     label = d.pop("label")
-    fit = fit_gate(d, args.quantile, folds=args.folds, seed=args.seed)
+    fit = fit_gate(d, args.quantile, inputs=args.inputs, folds=args.folds, seed=args.seed)
     hq, hp, nf = d["h_q"].shape[-1], d["h_p"].shape[-1], d["feats"].shape[-1]
     if nf != len(PAIR_FEATURES):
         raise SystemExit(f"{mined}: {nf} pair features, this version computes {len(PAIR_FEATURES)}: mine again")
-    head = gate_head(fit["model"], fit["theta"], args.sharpness, hq, hp, nf)
+    nf_head = nf if args.inputs == "head" else 0
+    head = gate_head(fit["model"], fit["theta"], args.sharpness, hq, hp, nf_head)
     # the export must compute what the fit does: the head's own layer norm and float32 weights, on the mined inputs
     with torch.no_grad():
-        logit = head.logits(d["h_q"].float(), d["h_p"].float(), d["feats"].float()).double()
-    want = args.sharpness * (ridge_predict(fit["model"], design(d, "head")) - fit["theta"])
+        logit = head.logits(d["h_q"].float(), d["h_p"].float(), d["feats"][:, :nf_head].float()).double()
+    want = args.sharpness * (ridge_predict(fit["model"], design(d, args.inputs)) - fit["theta"])
     err = float((logit - want).abs().max())
     if err > 1e-2 * max(1.0, args.sharpness):
         raise SystemExit(f"exported head disagrees with the ridge fit by {err:.3g} logits: not exported")
     judge_cfg = json.loads(judge.read_text())
     report = {k: v for k, v in fit.items() if k != "model"} | {
-        "label": label, "sharpness": args.sharpness, "typical_epsilon": args.typical_epsilon, "source": str(mined),
+        "label": label, "sharpness": args.sharpness, "typical_epsilon": args.typical_epsilon,
+        "typical_end": args.typical_end, "source": str(mined),
         "relaxed_in_sample": float((want <= 0).double().mean()), "max_logit_error": err}
     meta = {k: judge_cfg[k] for k in IDENTITY_KEYS if k in judge_cfg} | {
         "method": "diversed", "task": judge_cfg.get("task"), "gate": report,
-        "target": {"kind": "ensemble", "typical_epsilon": args.typical_epsilon}}
+        "target": {"kind": "ensemble", "typical_epsilon": args.typical_epsilon, "typical_end": args.typical_end}}
     export_head(head, args.out, meta)
     (args.out.parent / f"{args.out.name}.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
