@@ -13,8 +13,10 @@ the ridge strength chosen by k-fold error, folds split by prompt as in diagnosti
 *linear* EnsembleHead with logit = sharpness·(ŷ − θ): θ is the `quantile` of the out-of-fold predictions (the share
 of mismatches the head relaxes; in-sample predictions of a 2.4k-wide fit on a few hundred rows are overfit), and a
 large sharpness makes w bang-bang. With --typical-epsilon ε > 0 the export verifies against the typical-truncated
-target (HeadEnsembleRule): w = 0 is typical acceptance at ε, w = 1 the target restricted to its typical set. No
-training loop, no new rule: the head is an ordinary export, verified by the one `verify`.
+target (HeadEnsembleRule): w = 0 is typical acceptance at ε, w = 1 the target restricted to its typical set; with
+--typical-end strict, w = 1 is typical acceptance and w = 0 accepts the draft, so the gate relaxes typical acceptance
+further at the swaps it predicts cheapest. No training loop, no new rule: the head is an ordinary export, verified by
+the one `verify`.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ IDENTITY_KEYS = ("models", "model_fingerprints", "tokenizer_hash")
 
 def gate_head(model: tuple[torch.Tensor, torch.Tensor, torch.Tensor], theta: float, sharpness: float,
               hidden_q: int, hidden_p: int, num_features: int) -> EnsembleHead:
-    """The ridge model (on design(d, "head")'s columns) as a linear head with logit = sharpness·(ŷ − theta)."""
+    """The ridge model (on fork_gaps.design's columns: hidden blocks, then the features if num_features) as a linear
+    head with logit = sharpness·(ŷ − theta)."""
     mu, sd, beta = model
     coef = beta[1:] / sd
     head = EnsembleHead(HeadConfig(hidden_q=hidden_q, hidden_p=hidden_p, num_features=num_features, arch="linear",
