@@ -280,12 +280,13 @@ class HeadEnsembleRule(Rule):
     typical_end="strict" puts typical acceptance at the other end: ν_t = w_t·typical_target(b, q) + (1−w_t)·q_t,
     so w = 1 *is* typical acceptance and w = 0 accepts the draft outright: a head that relaxes typical acceptance
     further where it judges a swap cheap (train/gate.py). `base` is then typical's ν (the w = 1 end) and the pair
-    features are those of (typical's ν, q)."""
+    features are those of (typical's ν, q). With relaxed_epsilon ε₀ ∈ (0, ε) the w = 0 end is typical acceptance at
+    the looser ε₀ instead of q: a per-token choice between two of typical's knobs."""
 
     needs_bonus_q = True
 
     def __init__(self, head: Callable[..., torch.Tensor], base: Rule | None = None, typical_epsilon: float = 0.0,
-                 typical_end: str = "relaxed"):
+                 typical_end: str = "relaxed", relaxed_epsilon: float = 0.0):
         if not 0.0 <= typical_epsilon <= 1.0:
             raise ValueError(f"typical_epsilon must be in [0, 1] (0: no truncation), got {typical_epsilon}")
         if typical_end not in ("relaxed", "strict"):
@@ -293,21 +294,30 @@ class HeadEnsembleRule(Rule):
                              f"got {typical_end!r}")
         if typical_end == "strict" and not typical_epsilon:
             raise ValueError("typical_end='strict' needs typical_epsilon > 0 (the typical acceptance at w = 1)")
+        if relaxed_epsilon and not (typical_end == "strict" and 0.0 < relaxed_epsilon < typical_epsilon):
+            raise ValueError(f"relaxed_epsilon (the w = 0 end's ε) needs typical_end='strict' and 0 < it < "
+                             f"typical_epsilon={typical_epsilon}, got {relaxed_epsilon}")
         self.head = head
         self.base_rule = base
         self.needs_amateur = bool(base is not None and base.needs_amateur)
         self.typical_epsilon = float(typical_epsilon)
         self.typical_end = typical_end
+        self.relaxed_epsilon = float(relaxed_epsilon)
 
     def _ends(self, scores: RoundScores) -> tuple[torch.Tensor, torch.Tensor | None]:
         """ν's ends (w = 1, w = 0): (b, None) without truncation (the w = 0 end is q), else (b_S, typical's ν),
-        or (typical's ν, None) with typical_end="strict"; the base and the typical set computed once."""
+        or (typical's ν, None / typical's ν at relaxed_epsilon) with typical_end="strict"; the base and the typical
+        set computed once."""
         b = scores.p if self.base_rule is None else self.base_rule.base(scores)
         if not self.typical_epsilon:
             return b, None
         keep = typical_set(b, self.typical_epsilon, self.typical_epsilon ** 0.5)
-        typical = truncate(_q_full(scores).to(b.dtype), b, keep)
-        return (typical, None) if self.typical_end == "strict" else (truncate(b, b, keep), typical)
+        q = _q_full(scores).to(b.dtype)
+        typical = truncate(q, b, keep)
+        if self.typical_end == "relaxed":
+            return truncate(b, b, keep), typical
+        e0 = self.relaxed_epsilon
+        return typical, (truncate(q, b, typical_set(b, e0, e0 ** 0.5)) if e0 else None)
 
     def base(self, scores: RoundScores) -> torch.Tensor:
         return self._ends(scores)[0]

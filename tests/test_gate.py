@@ -74,7 +74,8 @@ def test_cli_exports_a_head_the_registry_verifies_against_the_typical_truncated_
                                       "--out", str(out)])
     gate.main()
     head, meta = load_head(out, expect={"hidden_q": HQ, "hidden_p": HP})
-    assert meta["target"] == {"kind": "ensemble", "typical_epsilon": 0.03, "typical_end": "relaxed"}
+    assert meta["target"] == {"kind": "ensemble", "typical_epsilon": 0.03, "typical_end": "relaxed",
+                              "relaxed_epsilon": 0.0}
     assert all(meta[k] == v for k, v in ident.items())
     assert meta["gate"]["label"] == "selfjudge" and meta["gate"]["max_logit_error"] < 1e-2
     assert head_rule(head, meta["target"]).typical_epsilon == 0.03
@@ -88,6 +89,12 @@ def test_cli_exports_a_head_the_registry_verifies_against_the_typical_truncated_
     head, meta = load_head(tmp_path / "s", expect={"hidden_q": HQ, "hidden_p": HP})
     assert meta["arch"]["num_features"] == 0 and meta["gate"]["inputs"] == "hidden"
     assert head_rule(head, meta["target"]).typical_end == "strict"
+    bad = ["gate.py", str(run), "--quantile", "0.4", "--typical-epsilon", "0.3", "--relaxed-epsilon", "0.03",
+           "--out", str(tmp_path / "bad")]
+    monkeypatch.setattr(sys, "argv", bad)  # a looser w = 0 end needs the strict end: refused, nothing exported
+    with pytest.raises(ValueError, match="relaxed_epsilon"):
+        gate.main()
+    assert not (tmp_path / "bad").exists()
 
     (run / "head" / "config.json").unlink()
     with pytest.raises(SystemExit, match="head/config.json"):

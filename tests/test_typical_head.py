@@ -221,3 +221,21 @@ def test_strict_end_puts_typical_acceptance_at_w1_and_the_draft_at_w0():
         HeadEnsembleRule(head, typical_epsilon=EPS, typical_end="both")
     with pytest.raises(ValueError, match="needs typical_epsilon"):
         HeadEnsembleRule(head, typical_end="strict")
+
+
+def test_strict_end_with_a_relaxed_epsilon_chooses_between_two_typical_knobs_per_token():
+    """relaxed_epsilon ε₀: w = 1 is typical acceptance at ε, w = 0 typical acceptance at the looser ε₀ (not q), ν
+    linear between; `relaxed` hands rollouts the w = 0 end; ε₀ must lie in (0, ε) and needs the strict end."""
+    s = _scores(6)
+    e0 = 0.03
+    ends = {w: HeadEnsembleRule(_const(w), typical_epsilon=EPS, typical_end="strict", relaxed_epsilon=e0)(s)[0]
+            for w in (0.0, 0.5, 1.0)}
+    assert torch.allclose(ends[1.0], TypicalRule(EPS, bonus="nu")(s)[0], atol=1e-12)
+    assert torch.allclose(ends[0.0], TypicalRule(e0, bonus="nu")(s)[0], atol=1e-12)
+    assert not torch.allclose(ends[0.0], ends[1.0])
+    assert torch.allclose(ends[0.5], 0.5 * ends[0.0] + 0.5 * ends[1.0], atol=1e-12)
+    rule = HeadEnsembleRule(_const(0.5), typical_epsilon=EPS, typical_end="strict", relaxed_epsilon=e0)
+    assert torch.allclose(rule.relaxed(s), ends[0.0], atol=1e-12)
+    for bad in ({"typical_end": "strict", "relaxed_epsilon": 0.5}, {"relaxed_epsilon": 0.03}):
+        with pytest.raises(ValueError, match="relaxed_epsilon"):
+            HeadEnsembleRule(_const(0.5), typical_epsilon=EPS, **bad)

@@ -33,6 +33,7 @@ if __package__ in (None, ""):
 
 from diagnostics.fork_gaps import choose_alpha, design, load_mined, out_of_fold, ridge_fit, ridge_predict
 from heads import EnsembleHead, HeadConfig, export_head
+from specdec.registry import head_rule
 from specdec.targets import PAIR_FEATURES
 
 # what the gate copies from the mining's own judge export: the model pair and tokenizer it was mined on
@@ -85,6 +86,8 @@ def main() -> None:
     ap.add_argument("--typical-end", choices=("relaxed", "strict"), default="relaxed",
                     help="relaxed: w = 0 is typical acceptance, w = 1 the truncated target; strict: w = 1 is typical "
                          "acceptance, w = 0 accepts the draft")
+    ap.add_argument("--relaxed-epsilon", type=float, default=0.0,
+                    help="with --typical-end strict: the w = 0 end is typical acceptance at this looser ε (0: the draft)")
     ap.add_argument("--inputs", choices=("head", "hidden"), default="head",
                     help="hidden: leave the pair features out (they are of (typical's ν, q) at decoding with "
                          "--typical-end strict, of (p, q) in the mining)")
@@ -114,11 +117,13 @@ def main() -> None:
     judge_cfg = json.loads(judge.read_text())
     report = {k: v for k, v in fit.items() if k != "model"} | {
         "label": label, "sharpness": args.sharpness, "typical_epsilon": args.typical_epsilon,
-        "typical_end": args.typical_end, "source": str(mined),
+        "typical_end": args.typical_end, "relaxed_epsilon": args.relaxed_epsilon, "source": str(mined),
         "relaxed_in_sample": float((want <= 0).double().mean()), "max_logit_error": err}
     meta = {k: judge_cfg[k] for k in IDENTITY_KEYS if k in judge_cfg} | {
         "method": "diversed", "task": judge_cfg.get("task"), "gate": report,
-        "target": {"kind": "ensemble", "typical_epsilon": args.typical_epsilon, "typical_end": args.typical_end}}
+        "target": {"kind": "ensemble", "typical_epsilon": args.typical_epsilon, "typical_end": args.typical_end,
+                   "relaxed_epsilon": args.relaxed_epsilon}}
+    head_rule(head, meta["target"])  # refuses an impossible target (e.g. relaxed_epsilon without the strict end)
     export_head(head, args.out, meta)
     (args.out.parent / f"{args.out.name}.json").write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

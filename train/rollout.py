@@ -32,7 +32,8 @@ def make_rule(head: Callable, target_cfg: Any) -> HeadEnsembleRule:
         raise ValueError(f"unknown target kind {kind!r}: use target=ensemble or target=contrastive")
     # The registry's rule of a head (method diversed builds the same); alpha / beta are required here.
     eps = {"typical_epsilon": float(target_cfg.get("typical_epsilon") or 0.0),
-           "typical_end": str(target_cfg.get("typical_end") or "relaxed")}
+           "typical_end": str(target_cfg.get("typical_end") or "relaxed"),
+           "relaxed_epsilon": float(target_cfg.get("relaxed_epsilon") or 0.0)}
     return head_rule(head, {"kind": kind, **eps} if kind == "ensemble" else
                      {"kind": kind, "alpha": target_cfg["alpha"], "beta": target_cfg["beta"], **eps})
 
