@@ -7,7 +7,7 @@
 #   t0: FLy is greedy-only in its paper: sd and FLy (H >= 0.5, 1.0) at T = 0 on the same problems.
 # No real head is in this table: none was trained on this machine (the real-pair issue trains one, chosen on a
 # validation set). Resumable (rerun the same command). Needs `make real-models`.
-# Usage: bash docs/results/competitors/run_real.sh TASK [STEP: t1 | t0 | all] [N]
+# Usage: bash docs/results/competitors/run_real.sh TASK [STEP: t1 | t0 | t0_static | all] [N]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
@@ -36,4 +36,11 @@ fi
 if [[ $STEP == all || $STEP == t0 ]]; then
   run temperature=0 out_dir=$R/t0_n$N 'frontier.baselines=[sd]' 'frontier.grid=[]' \
       'frontier.sweep_methods=[fly]' 'frontier.sweeps.fly.entropy_threshold=[1.0,0.5]'
+fi
+# t0_static (added 2026-12-06, before its results): the static line at T = 0 beside greedy SD and FLy H >= 0.5 (the
+# issue asks for the head and static weights at T = 0 where a method is greedy-only; the shipped heads are typical's
+# ν-form, which is greedy SD at T = 0). Greedy SD is deterministic: it must reproduce the t0 table's SD.
+if [[ $STEP == t0_static ]]; then
+  run temperature=0 out_dir=$R/t0_n$N 'frontier.baselines=[sd]' 'frontier.grid=[0.5,0.0]' \
+      'frontier.sweep_methods=[fly]' 'frontier.sweeps.fly.entropy_threshold=[0.5]'
 fi
