@@ -236,6 +236,12 @@ def test_strict_end_with_a_relaxed_epsilon_chooses_between_two_typical_knobs_per
     assert torch.allclose(ends[0.5], 0.5 * ends[0.0] + 0.5 * ends[1.0], atol=1e-12)
     rule = HeadEnsembleRule(_const(0.5), typical_epsilon=EPS, typical_end="strict", relaxed_epsilon=e0)
     assert torch.allclose(rule.relaxed(s), ends[0.0], atol=1e-12)
+    from train.rollout import make_rule  # training rollouts build the same rule from the config's target block
+
+    made = make_rule(_const(0.5), OmegaConf.create({"kind": "ensemble", "typical_epsilon": EPS,
+                                                     "typical_end": "strict", "relaxed_epsilon": e0}))
+    assert (made.typical_end, made.relaxed_epsilon) == ("strict", e0)
+    assert torch.allclose(made(s)[0], ends[0.5], atol=1e-12)
     for bad in ({"typical_end": "strict", "relaxed_epsilon": 0.5}, {"relaxed_epsilon": 0.03}):
         with pytest.raises(ValueError, match="relaxed_epsilon"):
             HeadEnsembleRule(_const(0.5), typical_epsilon=EPS, **bad)
