@@ -38,8 +38,8 @@ if [[ $STEP == all || $STEP == t0 ]]; then
       'frontier.sweep_methods=[fly]' 'frontier.sweeps.fly.entropy_threshold=[1.0,0.5]'
 fi
 # t0_static (added 2026-12-06, before its results): the static line at T = 0 beside greedy SD and FLy H >= 0.5 (the
-# issue asks for the head and static weights at T = 0 where a method is greedy-only; the shipped heads are typical's
-# ν-form, which is greedy SD at T = 0). Greedy SD is deterministic: it must reproduce the t0 table's SD.
+# issue asks for the head and static weights at T = 0 where a method is greedy-only; the shipped MBPP head's export
+# was lost with an earlier runs/). Greedy SD is deterministic: it must reproduce the t0 table's SD.
 if [[ $STEP == t0_static ]]; then
   run temperature=0 out_dir=$R/t0_n$N 'frontier.baselines=[sd]' 'frontier.grid=[0.5,0.0]' \
       'frontier.sweep_methods=[fly]' 'frontier.sweeps.fly.entropy_threshold=[0.5]'
