@@ -9,7 +9,8 @@ the head that matters is a ranking of positions by harm and a cut. A mining (tra
 give a dense harm, the target's own log-likelihood loss over its next tokens, with no task reward) records the head's
 whole input at mismatches of the target's greedy path and the harm y of swapping in the draft's token. This fits a
 ridge regression of y on that input (layer-normed hidden states + pair features, exactly what EnsembleHead reads;
-the ridge strength chosen by k-fold error, folds split by prompt as in diagnostics/fork_gaps.py), and writes it as a
+the ridge strength chosen by k-fold error, folds split by prompt: train/ridge.py, which the fork-gap
+diagnostic uses too), and writes it as a
 *linear* EnsembleHead with logit = sharpness·(ŷ − θ): θ is the `quantile` of the out-of-fold predictions (the share
 of mismatches the head relaxes; in-sample predictions of a 2.4k-wide fit on a few hundred rows are overfit), and a
 large sharpness makes w bang-bang. With --typical-epsilon ε > 0 the export verifies against the typical-truncated
@@ -31,10 +32,10 @@ import torch
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from diagnostics.fork_gaps import choose_alpha, design, load_mined, out_of_fold, ridge_fit, ridge_predict
 from heads import EnsembleHead, HeadConfig, export_head
 from specdec.registry import head_rule
 from specdec.targets import PAIR_FEATURES
+from train.ridge import choose_alpha, design, load_mined, out_of_fold, ridge_fit, ridge_predict
 
 # what the gate copies from the mining's own judge export: the model pair and tokenizer it was mined on
 IDENTITY_KEYS = ("models", "model_fingerprints", "tokenizer_hash")
@@ -42,7 +43,7 @@ IDENTITY_KEYS = ("models", "model_fingerprints", "tokenizer_hash")
 
 def gate_head(model: tuple[torch.Tensor, torch.Tensor, torch.Tensor], theta: float, sharpness: float,
               hidden_q: int, hidden_p: int, num_features: int) -> EnsembleHead:
-    """The ridge model (on fork_gaps.design's columns: hidden blocks, then the features if num_features) as a linear
+    """The ridge model (on train.ridge.design's columns: hidden blocks, then the features if num_features) as a linear
     head with logit = sharpness·(ŷ − theta)."""
     mu, sd, beta = model
     coef = beta[1:] / sd
