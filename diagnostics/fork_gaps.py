@@ -56,6 +56,7 @@ from train.ridge import (  # noqa: E402,F401 (re-exported: the diagnostics and i
     folds_of,
     load_mined,
     out_of_fold,
+    r_squared,
     ridge_fit,
     ridge_predict,
 )
@@ -71,8 +72,6 @@ def load_forks(run_dir: Path) -> dict[str, torch.Tensor]:
     if "critic" not in state:
         raise SystemExit(f"{ckpt}: not a critic run (algo.advantage=critic keeps the forks; this one has none)")
     return {k: v.double() for k, v in state["critic"]["data"].items()}
-
-
 
 
 def mean_ci(x: torch.Tensor) -> tuple[float, float]:
@@ -112,8 +111,7 @@ def analyse(d: dict[str, torch.Tensor], folds: int = 5, seed: int = 0) -> dict:
     for inputs in ("features", "head"):
         X = design(d, inputs)
         pred, alphas = out_of_fold(X, y, folds, seed, d.get("groups"))
-        r2 = 1.0 - float(((y - pred) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())
-        out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r2, "alphas": alphas} | spread(
+        out["inputs"][inputs] = {"width": X.shape[1], "r2_oof": r_squared(y, pred), "alphas": alphas} | spread(
             pred, y, tv, d.get("groups"), seed)
     return out
 

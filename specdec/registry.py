@@ -263,8 +263,8 @@ def head_rule(head: Callable, target: Any = None) -> HeadEnsembleRule:
     config's (`train.rollout.make_rule` checks the kind first); training rollouts and method `diversed` both build
     their rule here."""
     target = target or {}
-    eps = float(target.get("typical_epsilon") or 0.0)  # truncation to the base's typical set (0: none)
-    typical = {"typical_epsilon": eps, "typical_end": str(target.get("typical_end") or "relaxed"),
+    typical = {"typical_epsilon": float(target.get("typical_epsilon") or 0.0),  # truncation to the typical set (0: none)
+               "typical_end": str(target.get("typical_end") or "relaxed"),
                "relaxed_epsilon": float(target.get("relaxed_epsilon") or 0.0)}
     if target.get("kind") == "contrastive":  # a head trained over pi_CD verifies against pi_CD
         return HeadEnsembleRule(head, base=ContrastiveRule(float(target.get("alpha", 0.0)),

@@ -35,7 +35,7 @@ if __package__ in (None, ""):
 from heads import EnsembleHead, HeadConfig, export_head
 from specdec.registry import head_rule
 from specdec.targets import PAIR_FEATURES
-from train.ridge import choose_alpha, design, load_mined, out_of_fold, ridge_fit, ridge_predict
+from train.ridge import choose_alpha, design, load_mined, out_of_fold, r_squared, ridge_fit, ridge_predict
 
 # what the gate copies from the mining's own judge export: the model pair and tokenizer it was mined on
 IDENTITY_KEYS = ("models", "model_fingerprints", "tokenizer_hash")
@@ -69,9 +69,9 @@ def fit_gate(d: dict, quantile: float, *, inputs: str = "head", folds: int = 5, 
     alpha = choose_alpha(X, y, folds, seed + 1, groups)
     model = ridge_fit(X, y, alpha)
     theta = float(torch.quantile(oof, quantile))
-    r2 = 1.0 - float(((oof - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     relaxed = oof <= theta
-    return {"model": model, "alpha": alpha, "theta": theta, "quantile": quantile, "inputs": inputs, "oof_r2": r2,
+    return {"model": model, "alpha": alpha, "theta": theta, "quantile": quantile, "inputs": inputs,
+            "oof_r2": r_squared(y, oof),
             "n": len(y), "mean_harm": float(y.mean()),
             "mean_harm_relaxed_oof": float(y[relaxed].mean()) if relaxed.any() else None,
             "mean_harm_kept_oof": float(y[~relaxed].mean()) if (~relaxed).any() else None}

@@ -104,3 +104,8 @@ def out_of_fold(X: torch.Tensor, y: torch.Tensor, k: int, seed: int,
         pred[test] = ridge_predict(ridge_fit(Xt, yt, best), X[test])
         chosen.append(best)
     return pred, chosen
+
+
+def r_squared(y: torch.Tensor, pred: torch.Tensor) -> float:
+    """1 − SSE / SST: out of sample, below 0 when a prediction is worse than y's mean."""
+    return 1.0 - float(((y - pred) ** 2).sum()) / float(((y - y.mean()) ** 2).sum())

@@ -30,12 +30,12 @@ def make_rule(head: Callable, target_cfg: Any) -> HeadEnsembleRule:
     kind = target_cfg["kind"]
     if kind not in ("ensemble", "contrastive"):
         raise ValueError(f"unknown target kind {kind!r}: use target=ensemble or target=contrastive")
-    # The registry's rule of a head (method diversed builds the same); alpha / beta are required here.
-    eps = {"typical_epsilon": float(target_cfg.get("typical_epsilon") or 0.0),
-           "typical_end": str(target_cfg.get("typical_end") or "relaxed"),
-           "relaxed_epsilon": float(target_cfg.get("relaxed_epsilon") or 0.0)}
-    return head_rule(head, {"kind": kind, **eps} if kind == "ensemble" else
-                     {"kind": kind, "alpha": target_cfg["alpha"], "beta": target_cfg["beta"], **eps})
+    # The registry's rule of a head (method diversed builds the same, and reads the typical keys with their
+    # defaults); alpha / beta, which it would default to 0, are required here.
+    missing = [k for k in ("alpha", "beta") if kind == "contrastive" and k not in target_cfg]
+    if missing:
+        raise KeyError(f"target kind contrastive needs target.{' and target.'.join(missing)}")
+    return head_rule(head, target_cfg)
 
 
 @dataclass
