@@ -450,8 +450,17 @@ def _contiguous_lm_head_input(model: PreTrainedModel) -> None:
     head = model.get_output_embeddings()
     if getattr(head, "_specdec_contiguous", False):
         return
-    head.register_forward_pre_hook(lambda _module, args: (args[0].contiguous(), *args[1:]))
+    head.register_forward_pre_hook(lambda _module, args: (_dense(args[0]), *args[1:]))
     head._specdec_contiguous = True
+
+
+def _dense(x: torch.Tensor) -> torch.Tensor:
+    """x with the standard strides. `.contiguous()` is not enough: at batch 1, hidden[:, -1:] has shape [1, 1, H]
+    and counts as contiguous (size-1 dims' strides are ignored), yet keeps the stride L·H, and matmul then expands
+    the head's weight as above (measured: a 14-token prefill of the 1.5B took 3.0 s instead of 0.5 s, bf16, CPU)."""
+    if x.stride() == torch.empty(x.shape, device="meta").stride():
+        return x
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device).copy_(x)
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
