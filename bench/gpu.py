@@ -17,13 +17,17 @@ measured cost. Prints a markdown table last; writes JSON.
     python bench/gpu.py --device cpu --random-pair sdspeed --batch-sizes 1 --with-records   # the CPU bar
     python bench/gpu.py --target DIR --draft DIR --amateur DIR --drafter DRAFTER_DIR --methods ar_target sd \
         sd_feature cd dcd dcd_feature                         # the feature drafter (train/drafter.py) beside the draft LM
+    python bench/gpu.py ... --slim-methods sd fsd --draft-int8 --draft-vocab 32768   # a cheaper draft beside it
 
 Random pairs need no download (weights drawn from the configs; near-uniform distributions at init std 0.02, so
 acceptance is high and says nothing about real models: use them for costs). On a CPU, llama8b-1b is replaced by
 the `sdspeed` shapes of bench/sd_speed.py. The end-to-end runs do not wait for the device after each model call
 (LM.sync_timing off); a second, shorter run with the waits on gives the time split. --with-records adds, for sd
 and the head, the same decoding with the training records on (records=True, hidden states for the head), to show
-what inference mode saves. Budget: about 4 minutes for llama8b-1b on one H100/H200 at the defaults.
+what inference mode saves. --slim-methods adds those methods again with a slimmed copy of the draft
+(specdec.slim_draft: --draft-int8 weights, --draft-vocab kept output ids, ranked by their counts in the --task rows
+disjoint from the bench's prompts), with its own probed step cost in the models. Budget: about 4 minutes for
+llama8b-1b on one H100/H200 at the defaults.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -121,6 +125,7 @@ class Pair:
     head_target: dict | None = None  # the exported head's `target` (what it verifies against: specdec head_rule)
     info: dict = field(default_factory=dict)
     tokenizer: object = None  # real models: a feature drafter checks it was trained with this tokenizer
+    slim: LM | None = None  # --slim-methods: a slimmed copy of the draft
 
 
 def load_pair(args, device: torch.device, dtype: torch.dtype) -> Pair:
@@ -185,6 +190,32 @@ def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict 
     return head.to(t.device).eval(), "random mlp head", None
 
 
+def make_slim_draft(args, device: torch.device, dtype: torch.dtype, pair: Pair) -> LM:
+    """A second copy of the draft, slimmed (specdec.slim_draft). With --task, the kept ids are ranked by their counts
+    in that task's prompts and gold completions, over the rows disjoint from the bench's own draw."""
+    from specdec.slim_draft import slim_draft, special_ids
+
+    if args.random_pair:
+        shapes = SHAPES["sdspeed" if args.random_pair == "llama8b-1b" and device.type == "cpu" else args.random_pair]
+        lm = random_lm(shapes["draft"], 1, device, dtype, "draft")
+    else:
+        from specdec.models import load_model
+
+        lm = LM(load_model(args.draft, device=device, dtype=dtype)[0], name="draft")
+    counts, tok, source = None, pair.tokenizer, "id (merge order)"
+    always = special_ids(tok) if tok is not None else []
+    if args.task and args.data_path and tok is not None and args.draft_vocab:
+        from data.draft_vocab import task_token_counts
+
+        counts, rows = task_token_counts(args.task, args.data_path, tok, lm.vocab_size,
+                                         holdout={"n": args.n_prompts, "seed": args.data_seed})
+        source = f"counts over {rows}"
+    done = slim_draft(lm, vocab=args.draft_vocab, int8=args.draft_int8, counts=counts, always=always)
+    done["vocab_ranked_by"] = source
+    print(f"[bench] slim draft: {done}", flush=True)
+    return lm
+
+
 def method_spec(name: str, pair: Pair, args) -> tuple:
     """(proposer, rule, gamma, amateur) of a method: built by the registry evaluation and training use (a loaded
     head by its head_rule), so the benchmark times exactly the rule that is evaluated."""
@@ -247,8 +278,10 @@ def pooled_output(outs: list[GenerationOutput]) -> GenerationOutput:
 class Cell:
     """One method at one batch size (records on or off): its decoding set-up and its timed runs."""
 
-    def __init__(self, name: str, pair: Pair, batch: int, args, records: bool = False):
-        self.name, self.pair, self.batch, self.args, self.records = name, pair, batch, args, records
+    def __init__(self, name: str, pair: Pair, batch: int, args, records: bool = False, slim: bool = False):
+        if slim:  # the same method with the slimmed draft in the draft's place
+            pair = replace(pair, draft=pair.slim)
+        self.name, self.pair, self.batch, self.args, self.records, self.slim = name, pair, batch, args, records, slim
         self.proposer, self.rule, self.gamma, self.amateur = method_spec(name, pair, args)
         # --rotate N: each run decodes N batches in turn, consecutive slices of the prompt pool (cycled), read as one
         pool = pair.prompts
@@ -292,7 +325,8 @@ class Cell:
         total = sum(parts.values()) or 1.0
         new, gamma = out.stats["new_tokens"], self.gamma
         return {
-            "method": self.name, "batch": self.batch, "records": self.records, "gamma": gamma, "new_tokens": new,
+            "method": self.name, "batch": self.batch, "records": self.records, "slim": self.slim, "gamma": gamma,
+            "new_tokens": new,
             "seconds": wall, "seconds_all_runs": [r[0] for r in self.runs], "tokens_per_s": new / wall,
             "ms_per_token": 1000 * wall / (new / self.batch),  # latency per token of a row
             "rounds": out.stats["rounds"], "L": out.mean_accepted_length if gamma else 0.0,
@@ -322,7 +356,7 @@ def measure(cells: list[Cell], repeats: int, log) -> list[dict]:
 
 def add_models(rows: list[dict], costs: dict, args) -> None:
     """Ratios to the baseline and the throughput models, per batch size."""
-    by = {(r["method"], r["batch"], r["records"]): r for r in rows}
+    by = {(r["method"], r["batch"], r["records"]): r for r in rows if not r.get("slim")}
     for r in rows:
         b = r["batch"]
         base_name = "cd" if r["method"] in ("dcd", "dcd_feature") else "ar_target"
@@ -338,7 +372,8 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
             continue
         L, g = r["L"], r["gamma"]
         # a draft step's cost: the draft LM's probed step, or a feature drafter's step as measured in its run
-        draft_1 = r["run_proposer_call_s"] if r["method"] in FEATURE else c["draft_1"]
+        draft_1 = r["run_proposer_call_s"] if r["method"] in FEATURE else c["draft_slim_1"] if r.get("slim") \
+            else c["draft_1"]
         if r["method"] in AMATEUR:  # per-token cost of cd: expert + amateur steps; a round: drafts + both passes
             step = c["target_1"] + c["amateur_1"]
             simple = (L + 1) / (g * draft_1 / step + 1)
@@ -369,7 +404,8 @@ def table(rows: list[dict]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         sh = r["share"]
-        name = r["method"] + (" +records" if r["records"] else "") + (" (vs cd)" if r["base"] == "cd" else "")
+        name = r["method"] + (" +records" if r["records"] else "") + (" +slim draft" if r.get("slim") else "") \
+            + (" (vs cd)" if r["base"] == "cd" else "")
         lines.append(
             f"| {name} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {fmt(r['vs_ar_target'])} "
             f"| {fmt(r['vs_base'])} | {fmt(r['L']) if r['gamma'] else '-'} | {fmt(r['acceptance'])} | "
@@ -423,6 +459,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward (generate(compile=True))")
     ap.add_argument("--with-records", action="store_true", help="also sd and head with records=True")
+    ap.add_argument("--slim-methods", nargs="*", default=[], choices=[m for m in METHODS if m not in FEATURE],
+                    help="these methods again with a slimmed copy of the draft (--draft-int8, --draft-vocab)")
+    ap.add_argument("--draft-int8", action="store_true", help="the slim draft: weight-only int8 linears")
+    ap.add_argument("--draft-vocab", type=int, default=None, help="the slim draft: keep this many output ids")
     ap.add_argument("--smoke", action="store_true", help="tiny random pair, few tokens, batch 1 and 4: seconds")
     ap.add_argument("--out", type=Path, default=None, help="JSON output (default runs/bench/gpu_<time>.json)")
     args = ap.parse_args(argv)
@@ -444,8 +484,11 @@ def main(argv: list[str] | None = None) -> dict:
     if not args.drafter and any(m in FEATURE for m in methods):
         methods = [m for m in methods if m not in FEATURE]
         print("[bench] no feature drafter: sd_feature and dcd_feature skipped (pass --drafter)", flush=True)
-    if "head" in methods:
+    if "head" in methods or "head" in args.slim_methods:
         pair.head, head_label, pair.head_target = make_head(pair, args.head)
+    slim_methods = [m for m in args.slim_methods if m not in AMATEUR or pair.amateur is not None]
+    if slim_methods:
+        pair.slim = make_slim_draft(args, device, dtype, pair)
     n_params = {r: sum(p.numel() for p in lm.model.parameters()) for r, lm in
                 (("target", pair.target), ("draft", pair.draft), ("amateur", pair.amateur)) if lm is not None}
     print(f"[bench] {pair.label} on {device} ({dtype}), params "
@@ -462,11 +505,16 @@ def main(argv: list[str] | None = None) -> dict:
         if pair.amateur is not None:
             c["amateur_1"] = step_cost(pair.amateur, prompts, 1, steps)
             c["amateur_v"] = step_cost(pair.amateur, prompts, args.gamma + 1, steps)
+        if pair.slim is not None:
+            c["draft_slim_1"] = step_cost(pair.slim, prompts, 1, steps)
+            c["c_slim"] = c["draft_slim_1"] / c["target_1"]
         c["c"] = c["draft_1"] / c["target_1"]
         c["c_v"] = c["target_v"] / c["target_1"]
         costs[b] = c
         print(f"[bench] batch {b}: target step {1e3 * c['target_1']:.2f} ms, (γ+1)-pass {1e3 * c['target_v']:.2f} ms "
-              f"(c_v={c['c_v']:.2f}), draft step {1e3 * c['draft_1']:.2f} ms (c={c['c']:.3f})", flush=True)
+              f"(c_v={c['c_v']:.2f}), draft step {1e3 * c['draft_1']:.2f} ms (c={c['c']:.3f})"
+              + (f", slim draft step {1e3 * c['draft_slim_1']:.2f} ms (c={c['c_slim']:.3f})" if pair.slim else ""),
+              flush=True)
 
     def log(c: Cell) -> None:
         wall, out = c.runs[-1]
@@ -480,6 +528,7 @@ def main(argv: list[str] | None = None) -> dict:
             cells.append(Cell(m, pair, b, args))
             if args.with_records and m in ("sd", "head"):
                 cells.append(Cell(m, pair, b, args, records=True))
+        cells += [Cell(m, pair, b, args, slim=True) for m in slim_methods]
         rows += measure(cells, args.repeats, log)
     add_models(rows, costs, args)
 
@@ -488,7 +537,8 @@ def main(argv: list[str] | None = None) -> dict:
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine(),
         "dtype": str(dtype), "torch": torch.__version__, "threads": args.threads,
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "head": head_label if "head" in methods else None, "step_costs_s": costs, "rows": rows,
+        "head": head_label if "head" in methods else None, "slim_draft": getattr(pair.slim, "slim", None),
+        "step_costs_s": costs, "rows": rows,
         "wall_seconds": time.perf_counter() - start,
     }
     out = args.out or Path("runs/bench") / f"gpu_{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -2,7 +2,9 @@
 
 `model` config keys: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}; with `embedded: true` the
 embedded trio, default artifacts/models/tiny or $SPECDEC_MODELS_DIR), explicit `target` / `draft` / `amateur` /
-`tokenizer` paths or hub ids (each overrides <dir>/<role>), `device`, `dtype`.
+`tokenizer` paths or hub ids (each overrides <dir>/<role>), `device`, `dtype`; `draft_int8` and `draft_vocab` make the
+draft cheaper (specdec.slim_draft: weight-only int8; a kept output vocabulary, that many ids in merge order or a
+file of data/draft_vocab.py).
 
 Building the embedded trio is the data package's job (data.build_models.ensure_embedded, which also brings the
 default directory up to the current recipe): the engine never imports it. `data.build_models` registers its
@@ -14,6 +16,7 @@ and a missing one is an error saying how to build it.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -112,7 +115,33 @@ class Models:
             else:
                 check_tokenizers_match({"target": self._tok, role: tok})
             self._lms[role] = LM(model, name=role)
+            if role == "draft":
+                self._slim_draft()
         return self._lms[role]
+
+    def _slim_draft(self) -> None:
+        """model.draft_int8 / model.draft_vocab (a number of ids kept in merge order, or a vocabulary file of
+        data/draft_vocab.py): specdec.slim_draft on the draft, its fingerprint naming the cut."""
+        int8, vocab = bool(self.cfg.get("draft_int8", False)), self.cfg.get("draft_vocab")
+        if not int8 and vocab is None:
+            return
+        from specdec.slim_draft import read_vocab, slim_draft, special_ids
+
+        lm = self._lms["draft"]
+        base = weights_fingerprint(lm.model)  # of the weights as loaded; the cut is named beside it
+        if isinstance(vocab, str) and not vocab.isdigit():
+            ids = read_vocab(vocab)
+            missing = sorted(set(special_ids(self._tok)) - set(ids.tolist()))
+            if missing:
+                raise ValueError(f"model.draft_vocab={vocab} leaves out special tokens {missing[:8]}: a draft that "
+                                 "cannot propose them cannot end an answer (was it made with another tokenizer?)")
+            done = slim_draft(lm, int8=int8, ids=ids)
+            name = f"{done['vocab']}:{hashlib.sha256(str(ids.tolist()).encode()).hexdigest()[:8]}"
+        else:
+            done = slim_draft(lm, vocab=None if vocab is None else int(vocab), int8=int8,
+                              always=special_ids(self._tok))
+            name = str(done["vocab"])
+        self._fingerprints["draft"] = f"{base}+slim(int8={int(done['int8'])},vocab={name})"
 
     def attach(self, role: str, model, tokenizer=None) -> LM:
         """Use an already-loaded Hugging Face causal LM for `role` instead of loading one from a path (its name

@@ -1,0 +1,168 @@
+"""A cheaper draft LM: weight-only int8 linears and a frequency-ranked subset of the output vocabulary (FR-Spec).
+
+At batch 1 a draft step costs the bytes of its weights (memory-bound, on a GPU and on this CPU alike). The 0.5B
+Qwen draft spends 28% of them on its 151,936-row output head, and bf16 weights cost twice int8's. Both cuts change
+q only: q is still a distribution (zero outside the kept vocabulary), so every rule's guarantee is unchanged (SD
+stays lossless w.r.t. p) and only acceptance can move. Never slim the target or the amateur: p defines ν, and
+p_amateur defines π_CD.
+
+    slim_draft(models.draft, vocab=32768, int8=True)      # or model.draft_vocab / model.draft_int8 in the config
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from specdec.models import LM
+
+_INT8_MM_DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # what aten's CPU int8 matmul takes
+
+
+class Int8Linear(nn.Module):
+    """y = x·Wᵀ + b with W stored as int8 and one scale per output row (symmetric, round to nearest)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        super().__init__()
+        w = weight.detach().float()
+        scale = w.abs().amax(1).clamp_min(1e-12) / 127.0
+        self.register_buffer("qweight", torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8).contiguous())
+        self.register_buffer("scale", scale.to(weight.dtype))
+        self.register_buffer("bias", None if bias is None else bias.detach().clone())
+        self.in_features, self.out_features = w.shape[1], w.shape[0]
+        # aten's CPU kernel: float32/bf16/fp16 only, and it crashed (segfault, torch 2.13) on bf16 inputs of several
+        # rows when in_features was not a multiple of 16; 32 is kept as the margin (Qwen's 896 and 4864 pass).
+        self.fast = weight.dtype in _INT8_MM_DTYPES and self.in_features % 32 == 0
+
+    def dequantized(self) -> torch.Tensor:
+        return self.qweight.to(self.scale.dtype) * self.scale[:, None]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features).contiguous()
+        if self.fast and x2.device.type == "cpu" and x2.dtype == self.scale.dtype:
+            y = torch.ops.aten._weight_int8pack_mm(x2, self.qweight, self.scale)  # reads int8: half of bf16's bytes
+        else:  # any other device or dtype: dequantize on the fly (correct everywhere; its speed is not measured)
+            y = nn.functional.linear(x2, self.qweight.to(x2.dtype)) * self.scale.to(x2.dtype)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+
+class SubsetHead(nn.Module):
+    """The output head over the kept token ids only; logits of every other id are −inf, so q gives them no mass and
+    the rest of the engine sees a [.., vocab_size] distribution as before."""
+
+    def __init__(self, head: nn.Module, ids: torch.Tensor, vocab_size: int):
+        super().__init__()
+        self.head = head
+        self.register_buffer("ids", ids)
+        self.vocab_size = vocab_size
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        sub = self.head(h.contiguous())
+        out = sub.new_full((*sub.shape[:-1], self.vocab_size), float("-inf"))
+        return out.index_copy_(-1, self.ids, sub)
+
+
+def frequent_ids(k: int, vocab_size: int, counts: torch.Tensor | None = None, always: Iterable[int] = ()) -> torch.Tensor:
+    """The k ids to keep, sorted: `always` (special tokens: a draft must be able to end an answer), then the ids by
+    `counts` (descending; e.g. token counts of text disjoint from evaluation), ties and uncounted ids by id. Without
+    counts the order is the id order, which in a byte-level BPE vocabulary is merge order: the earliest merges are
+    the most frequent pairs of the tokenizer's training corpus."""
+    if not 0 < k <= vocab_size:
+        raise ValueError(f"draft vocabulary must be in (0, {vocab_size}], got {k}")
+    always = sorted({int(i) for i in always if 0 <= int(i) < vocab_size})
+    if len(always) > k:
+        raise ValueError(f"draft vocabulary {k} is smaller than the {len(always)} special tokens it must keep")
+    key = torch.zeros(vocab_size, dtype=torch.float64) if counts is None else counts[:vocab_size].double().clone()
+    if key.numel() < vocab_size:
+        raise ValueError(f"counts cover {key.numel()} ids, the vocabulary has {vocab_size}")
+    key[always] = float("inf")
+    # Stable sort on −count keeps id order among equal counts.
+    order = torch.sort(-key, stable=True).indices
+    return torch.sort(order[:k]).values
+
+
+def special_ids(tokenizer) -> list[int]:
+    """The ids a draft must always be able to propose: the tokenizer's special and added tokens (end of answer,
+    chat markers)."""
+    return sorted(set(getattr(tokenizer, "all_special_ids", None) or [])
+                  | set(getattr(tokenizer, "added_tokens_decoder", None) or {}))
+
+
+def read_vocab(path: str | Path) -> torch.Tensor:
+    """The kept ids a vocabulary file (data/draft_vocab.py) lists."""
+    try:
+        ids = json.loads(Path(path).read_text())["ids"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a draft vocabulary file (data/draft_vocab.py writes them): {e}") from e
+    return torch.tensor(sorted(set(int(i) for i in ids)), dtype=torch.long)
+
+
+def token_counts(sequences: Iterable[list[int]], vocab_size: int) -> torch.Tensor:
+    counts = torch.zeros(vocab_size, dtype=torch.long)
+    for seq in sequences:
+        ids = torch.tensor([t for t in seq if 0 <= t < vocab_size], dtype=torch.long)
+        counts += torch.bincount(ids, minlength=vocab_size)
+    return counts
+
+
+def slim_draft(lm: LM, *, vocab: int | None = None, int8: bool = False, counts: torch.Tensor | None = None,
+               always: Iterable[int] = (), ids: torch.Tensor | None = None) -> dict:
+    """Make a draft LM cheaper in place (see the module doc): int8 weights; and an output vocabulary of `ids`, or
+    of the `vocab` most frequent ids (frequent_ids of `counts` and `always`). Returns what was done: the kept
+    vocabulary, and the bytes of the weights one step reads before and after (the embedding table is looked up,
+    not read whole)."""
+    if ids is not None and vocab is not None:
+        raise ValueError("give the kept ids or their number, not both")
+    model = lm.model
+    head = model.get_output_embeddings()
+    before = _step_bytes(model)
+    if int8:
+        for module in list(model.modules()):
+            for child_name, child in list(module.named_children()):
+                if isinstance(child, nn.Linear) and child is not head:
+                    setattr(module, child_name, Int8Linear(child.weight, child.bias))
+    if ids is not None:
+        ids = torch.as_tensor(ids, dtype=torch.long)
+        if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= lm.vocab_size:
+            raise ValueError(f"kept ids must lie in [0, {lm.vocab_size}) and be at least one")
+        ids = torch.unique(ids).to(head.weight.device)  # sorted, each once
+    elif vocab is not None and vocab < lm.vocab_size:
+        ids = frequent_ids(vocab, lm.vocab_size, counts, always).to(head.weight.device)
+    if ids is not None or int8:
+        weight, bias = head.weight.detach(), getattr(head, "bias", None)
+        if ids is not None:
+            weight, bias = weight[ids], None if bias is None else bias[ids]
+        if int8:
+            new = Int8Linear(weight, bias)
+        else:
+            new = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device=weight.device,
+                            dtype=weight.dtype).requires_grad_(False)
+            new.weight.copy_(weight)
+            if bias is not None:
+                new.bias.copy_(bias)
+        # Untie from the input embedding (tied in Qwen2.5's small models): the table itself stays for lookups.
+        model.set_output_embeddings(SubsetHead(new, ids, lm.vocab_size) if ids is not None else new)
+        model.config.tie_word_embeddings = False
+    kept = lm.vocab_size if ids is None else int(ids.numel())
+    lm.slim = {"int8": bool(int8), "vocab": kept, "bytes_before": before, "bytes_after": _step_bytes(model)}
+    return lm.slim
+
+
+def _step_bytes(model: nn.Module) -> int:
+    """Bytes of weights one decoding step reads: every parameter and buffer except the input embedding table."""
+    emb = model.get_input_embeddings().weight
+    seen, total = set(), 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if t is emb or t.data_ptr() in seen:
+            continue
+        seen.add(t.data_ptr())
+        total += t.numel() * t.element_size()
+    if model.get_output_embeddings() is not None and getattr(model.get_output_embeddings(), "weight", None) is emb:
+        total += emb.numel() * emb.element_size()  # a tied head reads the table whole
+    return total
