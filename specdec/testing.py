@@ -108,3 +108,19 @@ class HostReads:
         for name, orig in self._saved.items():
             setattr(torch.Tensor, name, orig)
         self._saved.clear()
+
+
+def exact_two_token_target(model: LlamaForCausalLM, prompt: list[int]) -> torch.Tensor:
+    """The target's exact distribution of its next two tokens after `prompt`, flattened to [V·V] (index x·V + y):
+    what lossless speculative decoding must sample, for statistical tests on small vocabularies."""
+    V = model.config.vocab_size
+    ids = torch.tensor([prompt])
+
+    def dist(ids):
+        return torch.softmax(model(ids).logits[0, -1].double(), -1)
+
+    first = dist(ids)
+    joint = torch.zeros(V, V, dtype=torch.float64)
+    for x in range(V):
+        joint[x] = first[x] * dist(torch.cat([ids, torch.tensor([[x]])], 1))
+    return joint.flatten()

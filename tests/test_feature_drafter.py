@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from scipy.stats import chisquare
 
 from specdec import LM, StaticEnsembleRule, generate
 from specdec.feature_drafter import (
@@ -20,7 +19,8 @@ from specdec.feature_drafter import (
 )
 from specdec.models import load_model
 from specdec.proposers import FeatureDrafter
-from specdec.testing import random_llama
+from specdec.testing import exact_two_token_target, random_llama
+from tests.two_token import two_token_fit
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -268,20 +268,6 @@ def test_loading_against_another_target_is_a_clear_error(micro_trio, drafter_run
         FeatureDrafter.load(micro_trio / "target", LM(model), tok)
 
 
-def _exact_two_token_target(model, prompt: list[int]) -> torch.Tensor:
-    V = model.config.vocab_size
-    ids = torch.tensor([prompt])
-
-    def dist(ids):
-        return torch.softmax(model(ids).logits[0, -1].double(), -1)
-
-    first = dist(ids)
-    joint = torch.zeros(V, V, dtype=torch.float64)
-    for x in range(V):
-        joint[x] = first[x] * dist(torch.cat([ids, torch.tensor([[x]])], 1))
-    return joint.flatten()
-
-
 def test_sampled_sd_feature_follows_the_target_distribution():
     """SD at T=1 with an (untrained, seeded) feature drafter over 2-token continuations vs the target's exact
     2-token distribution: chi-square p > 1e-4 and TV < 0.03 with 30k samples over 64 outcomes (fixed seed).
@@ -293,14 +279,8 @@ def test_sampled_sd_feature_follows_the_target_distribution():
     N, prompt = 30_000, [1, 4, 2]
     out = generate(prop.target, prop, [prompt] * N, gamma=3, max_new_tokens=2, temperature=1.0,
                    generator=torch.Generator().manual_seed(0))
-    pairs = torch.tensor([t[0] * 8 + t[1] for t in out.tokens])
-    counts = torch.bincount(pairs, minlength=64).double()
-    expected = _exact_two_token_target(model, prompt)
-    keep = expected * N > 5
-    obs, exp = counts[keep], expected[keep] * N
-    stat = chisquare(obs.numpy(), (exp * obs.sum() / exp.sum()).numpy())
-    tv = 0.5 * (counts / N - expected).abs().sum()
-    assert stat.pvalue > 1e-4 and tv < 0.03, (stat.pvalue, float(tv))
+    pvalue, tv = two_token_fit(out.tokens, exact_two_token_target(model, prompt), 8)
+    assert pvalue > 1e-4 and tv < 0.03, (pvalue, tv)
     assert 0.05 < out.acceptance_rate < 0.98, out.acceptance_rate
 
 

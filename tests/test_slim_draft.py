@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from scipy.stats import chisquare
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec import LM, DraftModelProposer, generate
 from specdec.slim_draft import Int8Linear, SubsetHead, frequent_ids, slim_draft, token_counts
-from specdec.testing import noisy_copy, random_llama
+from specdec.testing import exact_two_token_target, noisy_copy, random_llama
+from tests.two_token import two_token_fit
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
@@ -82,20 +82,6 @@ def _padded(prompts):
     return pad_left(prompts)
 
 
-def _exact_two_token_target(model, prompt: list[int]) -> torch.Tensor:
-    V = model.config.vocab_size
-    ids = torch.tensor([prompt])
-
-    def dist(ids):
-        return torch.softmax(model(ids).logits[0, -1].double(), -1)
-
-    first = dist(ids)
-    joint = torch.zeros(V, V, dtype=torch.float64)
-    for x in range(V):
-        joint[x] = first[x] * dist(torch.cat([ids, torch.tensor([[x]])], 1))
-    return joint.flatten()
-
-
 def test_sd_with_an_int8_reduced_vocabulary_draft_is_lossless():
     """SD at T = 1 (γ = 3) with a draft cut to int8 and 5 of 8 output ids vs the target's exact 2-token
     distribution: chi-square p > 1e-4 and TV < 0.03 with 30k samples over 64 outcomes (fixed seed). Tokens the
@@ -106,14 +92,9 @@ def test_sd_with_an_int8_reduced_vocabulary_draft_is_lossless():
     N, prompt = 30_000, [1, 4, 2]
     out = generate(LM(target), DraftModelProposer(draft), [prompt] * N, gamma=3, max_new_tokens=2,
                    temperature=1.0, generator=torch.Generator().manual_seed(0))
-    pairs = torch.tensor([t[0] * 8 + t[1] for t in out.tokens])
-    counts = torch.bincount(pairs, minlength=64).double()
-    expected = _exact_two_token_target(target, prompt)
-    keep = expected * N > 5
-    obs, exp = counts[keep], expected[keep] * N
-    stat = chisquare(obs.numpy(), (exp * obs.sum() / exp.sum()).numpy())
-    tv = 0.5 * (counts / N - expected).abs().sum()
-    assert stat.pvalue > 1e-4 and tv < 0.03, (stat.pvalue, float(tv))
+    expected = exact_two_token_target(target, prompt)
+    pvalue, tv = two_token_fit(out.tokens, expected, 8)
+    assert pvalue > 1e-4 and tv < 0.03, (pvalue, tv)
     assert 0.05 < out.acceptance_rate < 0.98, out.acceptance_rate
     dropped = torch.tensor([t[0] >= 5 for t in out.tokens]).double().mean()
     assert abs(dropped - expected.view(8, 8)[5:].sum()) < 0.01  # ids 5..7: never drafted, emitted at p's rate
