@@ -25,8 +25,8 @@ the `sdspeed` shapes of bench/sd_speed.py. The end-to-end runs do not wait for t
 (LM.sync_timing off); a second, shorter run with the waits on gives the time split. --with-records adds, for sd
 and the head, the same decoding with the training records on (records=True, hidden states for the head), to show
 what inference mode saves. --slim-methods adds those methods again with a slimmed copy of the draft
-(specdec.slim_draft: --draft-int8 weights, --draft-vocab kept output ids, ranked by their counts in the --task rows
-disjoint from the bench's prompts), with its own probed step cost in the models. Budget: about 4 minutes for
+(specdec.slim_draft: --draft-int8 [weight|dynamic] linears, --draft-vocab kept output ids, ranked by their counts
+in the --task rows disjoint from the bench's prompts), with its own probed step cost in the models. Budget: about 4 minutes for
 llama8b-1b on one H100/H200 at the defaults.
 """
 
@@ -461,7 +461,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--with-records", action="store_true", help="also sd and head with records=True")
     ap.add_argument("--slim-methods", nargs="*", default=[], choices=[m for m in METHODS if m not in FEATURE],
                     help="these methods again with a slimmed copy of the draft (--draft-int8, --draft-vocab)")
-    ap.add_argument("--draft-int8", action="store_true", help="the slim draft: weight-only int8 linears")
+    ap.add_argument("--draft-int8", nargs="?", const="weight", default=None, choices=["weight", "dynamic"],
+                    help="the slim draft: int8 linears, weight-only (the flag alone) or dynamic (activations too)")
     ap.add_argument("--draft-vocab", type=int, default=None, help="the slim draft: keep this many output ids")
     ap.add_argument("--smoke", action="store_true", help="tiny random pair, few tokens, batch 1 and 4: seconds")
     ap.add_argument("--out", type=Path, default=None, help="JSON output (default runs/bench/gpu_<time>.json)")

@@ -3,8 +3,8 @@
 `model` config keys: `dir` (a trio directory <dir>/{tokenizer,target,draft,amateur}; with `embedded: true` the
 embedded trio, default artifacts/models/tiny or $SPECDEC_MODELS_DIR), explicit `target` / `draft` / `amateur` /
 `tokenizer` paths or hub ids (each overrides <dir>/<role>), `device`, `dtype`; `draft_int8` and `draft_vocab` make the
-draft cheaper (specdec.slim_draft: weight-only int8; a kept output vocabulary, that many ids in merge order or a
-file of data/draft_vocab.py).
+draft cheaper (specdec.slim_draft: int8 linears, true / weight or dynamic; a kept output vocabulary, that many ids in
+merge order or a file of data/draft_vocab.py).
 
 Building the embedded trio is the data package's job (data.build_models.ensure_embedded, which also brings the
 default directory up to the current recipe): the engine never imports it. `data.build_models` registers its
@@ -122,10 +122,11 @@ class Models:
     def _slim_draft(self) -> None:
         """model.draft_int8 / model.draft_vocab (a number of ids kept in merge order, or a vocabulary file of
         data/draft_vocab.py): specdec.slim_draft on the draft, its fingerprint naming the cut."""
-        int8, vocab = bool(self.cfg.get("draft_int8", False)), self.cfg.get("draft_vocab")
+        from specdec.slim_draft import int8_mode, read_vocab, slim_draft, special_ids
+
+        int8, vocab = int8_mode(self.cfg.get("draft_int8", False)), self.cfg.get("draft_vocab")
         if not int8 and vocab is None:
             return
-        from specdec.slim_draft import read_vocab, slim_draft, special_ids
 
         lm = self._lms["draft"]
         base = weights_fingerprint(lm.model)  # of the weights as loaded; the cut is named beside it
@@ -141,7 +142,9 @@ class Models:
             done = slim_draft(lm, vocab=None if vocab is None else int(vocab), int8=int8,
                               always=special_ids(self._tok))
             name = str(done["vocab"])
-        self._fingerprints["draft"] = f"{base}+slim(int8={int(done['int8'])},vocab={name})"
+        # "1" for weight-only: the name fingerprints had before the dynamic mode existed
+        mode = {False: "0", "weight": "1"}.get(done["int8"], done["int8"])
+        self._fingerprints["draft"] = f"{base}+slim(int8={mode},vocab={name})"
 
     def attach(self, role: str, model, tokenizer=None) -> LM:
         """Use an already-loaded Hugging Face causal LM for `role` instead of loading one from a path (its name

@@ -7,7 +7,17 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec import LM, DraftModelProposer, generate
-from specdec.slim_draft import Int8Linear, SubsetHead, frequent_ids, slim_draft, token_counts
+from specdec.slim_draft import (
+    DynamicInt8Linear,
+    Int8Linear,
+    SubsetHead,
+    frequent_ids,
+    has_dynamic_kernel,
+    int8_mode,
+    quantize_rows,
+    slim_draft,
+    token_counts,
+)
 from specdec.testing import exact_two_token_target, noisy_copy, random_llama
 from tests.two_token import two_token_fit
 
@@ -30,6 +40,43 @@ def test_int8_linear_is_the_dequantized_linear_within_rounding(dtype):
     bound = x.double().abs().sum(-1, keepdim=True) * lin.scale.double() / 2
     assert ((exact - deq).abs() <= bound + 1e-6).all()
     assert (exact - deq).abs().max() > 0  # it is a real quantisation, not a copy
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype):
+    """int8="dynamic": a one-row input goes through fbgemm's int8 x int8 kernel and equals the same per-row uint8
+    quantization written in torch ops (the path of several rows and of other devices); a row's output does not
+    depend on the other rows of its call, even next to a row with a huge activation; and it is a real
+    quantization of the input (it differs from the weight-only linear)."""
+    g = torch.Generator().manual_seed(1)
+    W, b = torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
+    x = torch.randn(4, 64, generator=g)
+    x[2, 5] = 500.0  # a "massive activation" on one token
+    dyn, weight_only = DynamicInt8Linear(W.to(dtype), b.to(dtype)), Int8Linear(W.to(dtype), b.to(dtype))
+    xd = x.to(dtype)
+    emulated = torch.nn.functional.linear(quantize_rows(xd).double(), dyn.dequantized().double()) + b.to(dtype).double()
+    with torch.profiler.profile() as prof:
+        rows = torch.cat([dyn(xd[i:i + 1]) for i in range(4)]).double()
+    if has_dynamic_kernel():  # x86 / fbgemm (this project's CPUs): one-row calls run the int8 x int8 kernel
+        assert sum(e.name == "quantized::linear_dynamic" for e in prof.events()) == 4
+    tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2}[dtype]
+    scale = emulated.abs().amax(1, keepdim=True)
+    assert ((rows - emulated).abs() <= tol * scale).all()  # the kernel, row by row
+    together = dyn(xd.view(2, 2, 64)).double().view(4, 48)  # one call of 4 rows: the torch path
+    assert ((together - emulated).abs() <= tol * scale).all()
+    assert ((together - rows).abs() <= 2 * tol * scale).all()  # row 2's outlier did not coarsen rows 0, 1, 3
+    gap = (weight_only(xd).double() - rows).abs().amax(1) / scale[:, 0]
+    assert (gap[[0, 1, 3]] > 1e-3).all()  # the activations were rounded, not passed through
+    grid = quantize_rows(x)
+    assert all(grid[i].unique().numel() <= 256 for i in range(4))  # one uint8 grid per row
+    assert (quantize_rows(x) - x).abs().amax(1).le((x.amax(1).clamp(min=0) - x.amin(1).clamp(max=0)) / 255).all()
+
+
+def test_int8_modes_are_named_or_refused():
+    assert [int8_mode(v) for v in (False, None, "false", True, "weight", "true", "dynamic", "Dynamic")] == [
+        None, None, None, "weight", "weight", "weight", "dynamic", "dynamic"]
+    with pytest.raises(ValueError, match="weight, or dynamic"):
+        int8_mode("int4")
 
 
 def test_frequent_ids_rank_by_count_then_id_and_keep_the_special_tokens():
@@ -82,13 +129,15 @@ def _padded(prompts):
     return pad_left(prompts)
 
 
-def test_sd_with_an_int8_reduced_vocabulary_draft_is_lossless():
-    """SD at T = 1 (γ = 3) with a draft cut to int8 and 5 of 8 output ids vs the target's exact 2-token
-    distribution: chi-square p > 1e-4 and TV < 0.03 with 30k samples over 64 outcomes (fixed seed). Tokens the
-    draft can never propose still come out, through the residual, at their target rate."""
+@pytest.mark.parametrize("int8", ["weight", "dynamic"])
+def test_sd_with_an_int8_reduced_vocabulary_draft_is_lossless(int8):
+    """SD at T = 1 (γ = 3) with a draft cut to int8 (weights, or weights and activations) and 5 of 8 output ids vs
+    the target's exact 2-token distribution: chi-square p > 1e-4 and TV < 0.03 with 30k samples over 64 outcomes
+    (fixed seed). Tokens the draft can never propose still come out, through the residual, at their target rate."""
     target = random_llama(8, hidden=16, layers=1, heads=2, seed=3, dtype=torch.float32, init_std=0.5)
     draft = LM(noisy_copy(target, noise=0.2, seed=4))
-    slim_draft(draft, vocab=5, int8=True, counts=torch.tensor([9, 8, 7, 6, 5, 0, 0, 0]))
+    slim_draft(draft, vocab=5, int8=int8, counts=torch.tensor([9, 8, 7, 6, 5, 0, 0, 0]))
+    assert any(isinstance(m, DynamicInt8Linear) for m in draft.model.modules()) == (int8 == "dynamic")
     N, prompt = 30_000, [1, 4, 2]
     out = generate(LM(target), DraftModelProposer(draft), [prompt] * N, gamma=3, max_new_tokens=2,
                    temperature=1.0, generator=torch.Generator().manual_seed(0))
@@ -118,6 +167,12 @@ def test_the_model_config_slims_the_draft_only(micro_trio):
     assert fp["target"] == fp_plain["target"] and fp["amateur"] == fp_plain["amateur"]
     lp, _ = slim.draft.feed(torch.tensor([[eos, 5, 7]]))
     assert torch.isfinite(lp).sum(-1).eq(50).all() and torch.allclose(lp.exp().sum(-1), torch.ones(1, 3), atol=1e-4)
+    dynamic = Models({"dir": str(micro_trio), "draft_int8": "dynamic"})
+    assert isinstance(dynamic.draft.model.get_output_embeddings(), DynamicInt8Linear)
+    vocab = dynamic.draft.vocab_size
+    assert dynamic.fingerprints(("draft",))["draft"] == f"{fp_plain['draft']}+slim(int8=dynamic,vocab={vocab})"
+    with pytest.raises(ValueError, match="int8 mode"):
+        Models({"dir": str(micro_trio), "draft_int8": "int4"}).draft  # noqa: B018
 
 
 def test_bench_times_methods_again_with_the_slim_draft(tmp_path):
