@@ -8,6 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec import LM, DraftModelProposer, generate
 from specdec.slim_draft import (
+    KERNEL_ROWS,
     DynamicInt8Linear,
     Int8Linear,
     SubsetHead,
@@ -47,7 +48,8 @@ def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype):
     """int8="dynamic": a one-row input goes through fbgemm's int8 x int8 kernel and equals the same per-row uint8
     quantization written in torch ops (the path of several rows and of other devices); a row's output does not
     depend on the other rows of its call, even next to a row with a huge activation; and it is a real
-    quantization of the input (it differs from the weight-only linear)."""
+    quantization of the input (it differs from the weight-only linear). Calls of more than KERNEL_ROWS rows
+    (prefills) take the torch path."""
     g = torch.Generator().manual_seed(1)
     W, b = torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
     x = torch.randn(4, 64, generator=g)
@@ -62,9 +64,11 @@ def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype):
     tol = {torch.float32: 1e-4, torch.bfloat16: 2e-2}[dtype]
     scale = emulated.abs().amax(1, keepdim=True)
     assert ((rows - emulated).abs() <= tol * scale).all()  # the kernel, row by row
-    together = dyn(xd.view(2, 2, 64)).double().view(4, 48)  # one call of 4 rows: the torch path
+    assert KERNEL_ROWS < 12
+    together = dyn(xd.repeat(3, 1).view(2, 6, 64)).double().view(12, 48)[:4]  # one call of 12 rows: the torch path
     assert ((together - emulated).abs() <= tol * scale).all()
     assert ((together - rows).abs() <= 2 * tol * scale).all()  # row 2's outlier did not coarsen rows 0, 1, 3
+    assert ((dyn(xd).double() - rows).abs() <= tol * scale).all()  # one call of 4 rows: a kernel call per row
     gap = (weight_only(xd).double() - rows).abs().amax(1) / scale[:, 0]
     assert (gap[[0, 1, 3]] > 1e-3).all()  # the activations were rounded, not passed through
     grid = quantize_rows(x)

@@ -6,11 +6,14 @@
 # γ = 4, batch 8, 128 new tokens, bf16, one thread each, both at once) with model.draft_int8=true and
 # model.draft_vocab = 32,768 ids counted on the 299 MBPP rows disjoint from the test and validation draws
 # (data/draft_vocab.py --holdout 64:11 64:13). Paired with the same rules' full-draft records on the same problems.
-# Resumable (rerun the same line). Usage: bash docs/results/real_speed/slim_quality.sh
+# INT8=dynamic: the same with model.draft_int8=dynamic (activations int8 too; labels "+slim-dynamic").
+# Resumable (rerun the same line). Usage: [INT8=dynamic] bash docs/results/real_speed/slim_quality.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
 VOCAB=artifacts/vocab/mbpp_32k.json
+INT8=${INT8:-true}
+TAG=slim; [ "$INT8" = true ] || TAG=slim-$INT8
 DATA=../shared/data/mbpp/sanitized-mbpp.json
 [ -f $VOCAB ] || .venv/bin/python data/draft_vocab.py --task mbpp --data-path $DATA \
   --tokenizer artifacts/models/qwen25coder_05b --holdout 64:11 64:13 --k 32768 --out $VOCAB
@@ -21,12 +24,12 @@ for lab in sd 'fsd(kl<=4)' 'typical(eps=0.3)'; do  # the full-draft records, to 
 done
 COMMON=(task=mbpp model=qwen25coder_15b_05b data.path=$DATA eval.max_new_tokens=128 task.reward_opts.max_workers=1
         task.data.seed=11 seed=12 eval.num_samples=64 eval.batch_size=8 num_threads=1 eval.progress=false
-        resume=true temperature=1.0 model.draft_int8=true model.draft_vocab=$VOCAB)
+        resume=true temperature=1.0 model.draft_int8=$INT8 model.draft_vocab=$VOCAB)
 one() { local t0=$SECONDS; local lab=$1; shift
         nice -n 5 .venv/bin/python eval/run.py "${COMMON[@]}" "$@" "hydra.run.dir='$R/$lab'" > "$R/$lab.log" 2>&1
         echo "[slim_quality.sh] $lab took $((SECONDS - t0)) s"; }
-one 'fsd(kl<=4)+slim' method=fsd method.threshold=4.0 &
-one 'typical(eps=0.3)+slim' method=typical method.epsilon=0.3 &
+one "fsd(kl<=4)+$TAG" method=fsd method.threshold=4.0 &
+one "typical(eps=0.3)+$TAG" method=typical method.epsilon=0.3 &
 wait
-.venv/bin/python eval/pool.py $R --ref 'fsd(kl<=4)+slim' > $R/pool_vs_fsd_slim.md
-.venv/bin/python eval/pool.py $R --ref 'typical(eps=0.3)+slim' > $R/pool_vs_typical_slim.md
+.venv/bin/python eval/pool.py $R --ref "fsd(kl<=4)+$TAG" > "$R/pool_vs_fsd_$TAG.md"
+.venv/bin/python eval/pool.py $R --ref "typical(eps=0.3)+$TAG" > "$R/pool_vs_typical_$TAG.md"
