@@ -148,6 +148,15 @@ def generate(
         proposer.start(prompts)
         if feed_hidden:
             proposer.observe_target_hidden(prompt_hidden)
+    if device.type == "cuda":  # once per call: the prefill's time below is then the device's, not the launches'
+        torch.cuda.synchronize(device)
+    # The prefill's share, so that benchmarks can report decoding alone (what throughput models of rounds predict):
+    # on a CPU a prompt's prefill is compute-bound and costs as much as many decoding steps.
+    prefill = {"time_prefill": time.perf_counter() - start, "prefill_time_target": target.seconds - t0["target"],
+               "prefill_time_proposer": (proposer.seconds - t0["proposer"]) if use_proposer else 0.0,
+               "prefill_time_amateur": (amateur.seconds - t0["amateur"]) if use_amateur else 0.0,
+               "prefill_target_calls": target.calls - calls0["target"],
+               "prefill_proposer_calls": (proposer.calls - calls0["proposer"]) if use_proposer else 0}
     last = torch.tensor([p[-1] for p in prompts], dtype=torch.long, device=device)
 
     out: list[list[int]] = [[] for _ in range(B)]
@@ -280,6 +289,7 @@ def generate(
         "target_calls": target.calls - calls0["target"],
         "proposer_calls": (proposer.calls - calls0["proposer"]) if proposer else 0,
         "new_tokens": sum(len(o) for o in out),
+        **prefill,
     }
     return GenerationOutput(
         tokens=out,

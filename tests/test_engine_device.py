@@ -159,3 +159,20 @@ def test_prefill_never_copies_the_output_head_per_row(batch):
     big = [e for e in prof.events() if e.name in ("aten::copy_", "aten::bmm")
            and any(len(s) == 3 and s[0] * s[1] * s[2] >= batch * head_elems for s in e.input_shapes if s)]
     assert not big, [(e.name, e.input_shapes) for e in big]
+
+
+@pytest.mark.parametrize("gamma", [0, 3])
+def test_generate_reports_the_prefill_apart_from_decoding(pair, gamma):
+    """stats carry the prefill's wall time and each model's prefill calls and seconds (benchmarks subtract them:
+    throughput models describe decoding rounds): one prefill call per model, every other target call a round."""
+    target, draft = pair
+    tl, dl = LM(target), LM(draft)
+    out = generate(tl, DraftModelProposer(dl) if gamma else None, [[1, 2, 3, 4], [5, 6]], gamma=gamma,
+                   max_new_tokens=10, temperature=1.0, generator=torch.Generator().manual_seed(0))
+    s = out.stats
+    assert s["prefill_target_calls"] == 1 and s["target_calls"] - 1 == s["rounds"]
+    assert s["prefill_proposer_calls"] == (1 if gamma else 0)
+    if gamma:  # a round feeds the draft at most γ times (fewer when the answer's end cuts the draft short)
+        assert s["rounds"] <= s["proposer_calls"] - s["prefill_proposer_calls"] <= gamma * s["rounds"]
+    assert 0 < s["prefill_time_target"] <= s["time_prefill"] < s["seconds"]
+    assert s["prefill_time_target"] < s["time_target"] and (s["prefill_time_proposer"] > 0) == bool(gamma)

@@ -6,7 +6,9 @@
 # γ = 4, batch 8, 128 new tokens, bf16, one thread each, both at once) with model.draft_int8=true and
 # model.draft_vocab = 32,768 ids counted on the 299 MBPP rows disjoint from the test and validation draws
 # (data/draft_vocab.py --holdout 64:11 64:13). Paired with the same rules' full-draft records on the same problems.
-# INT8=dynamic: the same with model.draft_int8=dynamic (activations int8 too; labels "+slim-dynamic").
+# INT8=dynamic: the same with model.draft_int8=dynamic (activations int8 too; labels "+slim-dynamic"), for the rules
+# RULES names (default "fsd typical"; the dynamic run decodes "cascade fsd": cascade t = 0.1 leads its speed table,
+# run_dynamic.sh; fixed before any dynamic quality result).
 # Resumable (rerun the same line). Usage: [INT8=dynamic] bash docs/results/real_speed/slim_quality.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -19,7 +21,7 @@ DATA=../shared/data/mbpp/sanitized-mbpp.json
   --tokenizer artifacts/models/qwen25coder_05b --holdout 64:11 64:13 --k 32768 --out $VOCAB
 R=runs/competitors/real_mbpp/t1_n64_slim
 mkdir -p $R
-for lab in sd 'fsd(kl<=4)' 'typical(eps=0.3)'; do  # the full-draft records, to pair with
+for lab in sd 'fsd(kl<=4)' 'typical(eps=0.3)' 'cascade(t=0.1)'; do  # the full-draft records, to pair with
   [ -d "$R/$lab" ] || cp -a "docs/results/competitors/real_mbpp/t1_n64/$lab" "$R/$lab"
 done
 COMMON=(task=mbpp model=qwen25coder_15b_05b data.path=$DATA eval.max_new_tokens=128 task.reward_opts.max_workers=1
@@ -28,8 +30,16 @@ COMMON=(task=mbpp model=qwen25coder_15b_05b data.path=$DATA eval.max_new_tokens=
 one() { local t0=$SECONDS; local lab=$1; shift
         nice -n 5 .venv/bin/python eval/run.py "${COMMON[@]}" "$@" "hydra.run.dir='$R/$lab'" > "$R/$lab.log" 2>&1
         echo "[slim_quality.sh] $lab took $((SECONDS - t0)) s"; }
-one "fsd(kl<=4)+$TAG" method=fsd method.threshold=4.0 &
-one "typical(eps=0.3)+$TAG" method=typical method.epsilon=0.3 &
+for rule in ${RULES:-fsd typical}; do
+  case $rule in
+    fsd) one "fsd(kl<=4)+$TAG" method=fsd method.threshold=4.0 & ;;
+    typical) one "typical(eps=0.3)+$TAG" method=typical method.epsilon=0.3 & ;;
+    cascade) one "cascade(t=0.1)+$TAG" method=cascade method.threshold=0.1 & ;;
+    *) echo "slim_quality.sh: RULES holds fsd, typical or cascade" >&2; exit 2 ;;
+  esac
+done
 wait
-.venv/bin/python eval/pool.py $R --ref "fsd(kl<=4)+$TAG" > "$R/pool_vs_fsd_$TAG.md"
-.venv/bin/python eval/pool.py $R --ref "typical(eps=0.3)+$TAG" > "$R/pool_vs_typical_$TAG.md"
+for rule in ${RULES:-fsd typical}; do
+  lab=$(ls -d "$R"/*+$TAG | xargs -n1 basename | grep "^$rule(")
+  .venv/bin/python eval/pool.py $R --ref "$lab" > "$R/pool_vs_${rule}_$TAG.md"
+done
