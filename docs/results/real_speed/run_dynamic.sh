@@ -3,7 +3,8 @@
 # int8 x int8 kernel, one scale per token; 32,768 counted ids as before): ar_target, sd, cascade t = 0.1, Fuzzy SD
 # (KL) T = 4 and typical ε = 0.3, each with the full draft and with the dynamic slim draft. Every other setting as
 # run_slim.sh (4 MBPP test problems, data seed 11, --rotate 4, bf16, one thread, batch 1, T = 1, γ = 4, 96 new
-# tokens). Fixed before its result; run it twice (two independent timed runs), with the second core idle.
+# tokens). Fixed before its result; run it several times (each is one timed run per cell), with the second core
+# idle.
 # Usage: bash docs/results/real_speed/run_dynamic.sh [OUT_JSON]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
