@@ -10,8 +10,9 @@ Two int8 modes. "weight": int8 weights, activations in the model's dtype (aten's
 each token's activations are quantized too, at run time, so the CPU can use its int8 dot-product units (fbgemm,
 VNNI): on this CPU it makes a one-token step of the 0.5B ~1.5x cheaper than weight-only (docs/results/real_speed/).
 One scale per token, not per call: LLMs put a few huge activations on a few tokens (Sun et al. 2024, "Massive
-activations"), and one scale over a whole prompt let them spoil every other token (measured on the 0.5B's MBPP
-answers: mean TV to its bf16 self 0.18 per call, 0.063 per token, 0.052 weight-only; all with the 32k vocabulary).
+activations"), and one scale over a whole prompt let them spoil every other token (a first version with one scale
+per call moved the 0.5B's q on MBPP answers by a mean TV of 0.18; per token it is 0.075 with the 32k vocabulary,
+against 0.064 weight-only: docs/results/real_speed/draft_fidelity.py).
 
     slim_draft(models.draft, vocab=32768, int8="dynamic")  # or model.draft_vocab / model.draft_int8 in the config
 """
