@@ -51,14 +51,17 @@ class Int8Linear(nn.Module):
         return self.qweight.to(self.scale.dtype) * self.scale[:, None]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features).contiguous()
-        if self.fast and x2.device.type == "cpu" and x2.dtype == self.scale.dtype:
-            y = torch.ops.aten._weight_int8pack_mm(x2, self.qweight, self.scale)  # reads int8: half of bf16's bytes
-        else:  # any other device or dtype: dequantize on the fly (correct everywhere; its speed is not measured)
-            y = nn.functional.linear(x2, self.qweight.to(x2.dtype)) * self.scale.to(x2.dtype)
+        y = self._matmul(x.reshape(-1, self.in_features).contiguous())
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
+
+    def _matmul(self, x2: torch.Tensor) -> torch.Tensor:
+        """x2 [N, K] · (q·s)ᵀ, without the bias."""
+        if self.fast and x2.device.type == "cpu" and x2.dtype == self.scale.dtype:
+            return torch.ops.aten._weight_int8pack_mm(x2, self.qweight, self.scale)  # int8: half of bf16's bytes
+        # any other device or dtype: dequantize on the fly (correct everywhere; its speed is not measured)
+        return nn.functional.linear(x2, self.qweight.to(x2.dtype)) * self.scale.to(x2.dtype)
 
 
 class DynamicInt8Linear(Int8Linear):
@@ -80,18 +83,14 @@ class DynamicInt8Linear(Int8Linear):
                 self.packed = torch.ops.quantized.linear_prepack(q, None)
         return self.packed
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features)
+    def _matmul(self, x2: torch.Tensor) -> torch.Tensor:
         if x2.shape[0] <= KERNEL_ROWS and x2.device.type == "cpu" and _DYNAMIC_KERNEL:
             # fbgemm quantizes a whole call with one scale, so one call per row (batch-1 decoding feeds 1 row a step,
             # and 2 after a fully accepted round).
             kernel = self._kernel()
-            y = torch.cat([torch.ops.quantized.linear_dynamic(r, kernel, False) for r in x2.float().split(1)])
-            y = y.to(x.dtype)
-            if self.bias is not None:
-                y = y + self.bias.to(y.dtype)
-            return y.reshape(*x.shape[:-1], self.out_features)
-        return super().forward(quantize_rows(x2).to(x.dtype).reshape(x.shape))
+            rows = [torch.ops.quantized.linear_dynamic(r, kernel, False) for r in x2.float().split(1)]
+            return torch.cat(rows).to(x2.dtype)
+        return super()._matmul(quantize_rows(x2).to(x2.dtype))
 
 
 def quantize_rows(x: torch.Tensor) -> torch.Tensor:
