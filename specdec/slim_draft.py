@@ -66,13 +66,15 @@ class Int8Linear(nn.Module):
 
 class DynamicInt8Linear(Int8Linear):
     """Int8Linear whose input is quantized too, per token (row): uint8 with its own scale and zero point, from the
-    row's min and max (0 included), as fbgemm's dynamic linear does. Up to KERNEL_ROWS rows (batch-1 decoding):
-    fbgemm's kernel, int8 x int8 with int32 sums. More rows (prefill, batches) or another device: the same
-    quantization in torch ops, then Int8Linear; so a row's output never depends on the other rows of its call."""
+    row's min and max (0 included), as fbgemm's dynamic linear does. On the CPU, up to KERNEL_ROWS rows (batch-1
+    decoding): fbgemm's kernel, one call per row; more rows (prefills, batches): the same integer arithmetic in
+    torch's int8 x int8 matmul. Other devices: the same quantization in float ops, then Int8Linear. So a row's
+    output never depends on the other rows of its call, and a prefill computes what decoding would."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
         super().__init__(weight, bias)
         self.packed = None  # fbgemm's packed weight: built on the first CPU call (not a buffer: never saved)
+        self.row_sums = None  # Σ_k W_nk in int32, for the zero-point term of the int8 matmul (likewise)
 
     def _kernel(self):
         if self.packed is None:
@@ -84,23 +86,45 @@ class DynamicInt8Linear(Int8Linear):
         return self.packed
 
     def _matmul(self, x2: torch.Tensor) -> torch.Tensor:
-        if x2.shape[0] <= KERNEL_ROWS and x2.device.type == "cpu" and _DYNAMIC_KERNEL:
-            # fbgemm quantizes a whole call with one scale, so one call per row (batch-1 decoding feeds 1 row a step,
-            # and 2 after a fully accepted round).
-            kernel = self._kernel()
-            rows = [torch.ops.quantized.linear_dynamic(r, kernel, False) for r in x2.float().split(1)]
-            return torch.cat(rows).to(x2.dtype)
+        if x2.device.type == "cpu":
+            if x2.shape[0] <= KERNEL_ROWS and _DYNAMIC_KERNEL:
+                # fbgemm quantizes a whole call with one scale, so one call per row (batch-1 decoding feeds 1 row
+                # a step, and 2 after a fully accepted round).
+                kernel = self._kernel()
+                rows = [torch.ops.quantized.linear_dynamic(r, kernel, False) for r in x2.float().split(1)]
+                return torch.cat(rows).to(x2.dtype)
+            if _INT_MM:
+                return self._int_matmul(x2)
         return super()._matmul(quantize_rows(x2).to(x2.dtype))
 
+    def _int_matmul(self, x2: torch.Tensor) -> torch.Tensor:
+        """Σ_k (u_k − z)·W_nk for uint8 u, exact in int32 (|sum| < 2^27 for K < 8,300), then the two scales.
+        torch's int8 matmul takes signed inputs, so u = a + 128 with int8 a: Σ(u − z)W = a·Wᵀ + (128 − z)·ΣW.
+        Why: aten's weight-only kernel (the path before) widens each weight to float and made a 160-token prefill
+        of the 0.5B cost 3.3x this (1.8 vs 0.55 s, one bf16 thread)."""
+        if self.row_sums is None:
+            self.row_sums = self.qweight.sum(1, dtype=torch.int32)
+        u, scale, zero = row_grid(x2)
+        acc = torch._int_mm((u - 128).to(torch.int8), self.qweight.t())
+        acc = acc + (128 - zero).to(torch.int32) * self.row_sums
+        return (acc.float() * (scale * self.scale.float())).to(x2.dtype)
 
-def quantize_rows(x: torch.Tensor) -> torch.Tensor:
-    """Each row of x [N, K] rounded to its uint8 grid and back: scale (max − min)/255 over the row with 0 included,
-    zero point round(−min/scale), as fbgemm's dynamic quantization (float32 arithmetic)."""
+
+def row_grid(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row of x [N, K] on its uint8 grid, as fbgemm's dynamic quantization (float32 arithmetic): the integers
+    u in [0, 255] (as floats), the row's scale (max − min)/255 with 0 included, and its zero point round(−min/scale);
+    the row is ≈ (u − zero)·scale."""
     x = x.float()
     lo, hi = x.amin(1, keepdim=True).clamp(max=0), x.amax(1, keepdim=True).clamp(min=0)
     scale = ((hi - lo) / 255).clamp_min(torch.finfo(torch.float32).tiny)
     zero = torch.round(-lo / scale).clamp(0, 255)
-    return ((torch.round(x / scale) + zero).clamp(0, 255) - zero) * scale
+    return (torch.round(x / scale) + zero).clamp(0, 255), scale, zero
+
+
+def quantize_rows(x: torch.Tensor) -> torch.Tensor:
+    """Each row of x [N, K] rounded to its uint8 grid (row_grid) and back."""
+    u, scale, zero = row_grid(x)
+    return (u - zero) * scale
 
 
 def has_dynamic_kernel() -> bool:
@@ -111,10 +135,21 @@ def has_dynamic_kernel() -> bool:
         return False
 
 
+def has_int_mm() -> bool:
+    """torch's int8 x int8 → int32 matmul on the CPU (oneDNN), exact on a small case."""
+    try:
+        a, w = torch.arange(-8, 8, dtype=torch.int8).view(2, 8), torch.arange(24, dtype=torch.int8).view(3, 8)
+        return torch.equal(torch._int_mm(a, w.t()).long(), a.long() @ w.long().t())
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
+
+
 _DYNAMIC_KERNEL = has_dynamic_kernel()
-# Rows up to which one kernel call per row beats the weight-only path (0.5B, one bf16 thread: a 2-row feed 60 vs
-# 92 ms, 8 rows 98 vs 141 ms); prefills go the other way.
-KERNEL_ROWS = 8
+_INT_MM = has_int_mm()
+# Rows up to which one kernel call per row beats torch's int8 matmul over the whole call (0.5B, one bf16 thread,
+# step of w rows with a warm cache: w = 1 49-54 vs 73-98 ms, 4: 92-95 vs 105-120, 6: 119-123 vs 111-115, 8: 137-161
+# vs 119-121; the int8 matmul's quantization costs ~9 torch ops per linear, the kernel's none).
+KERNEL_ROWS = 4
 
 
 def int8_mode(int8: bool | str | None) -> str | None:

@@ -7,6 +7,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specdec import LM, DraftModelProposer, generate
+from specdec import slim_draft as slim_draft_module
 from specdec.slim_draft import (
     KERNEL_ROWS,
     DynamicInt8Linear,
@@ -14,6 +15,7 @@ from specdec.slim_draft import (
     SubsetHead,
     frequent_ids,
     has_dynamic_kernel,
+    has_int_mm,
     int8_mode,
     quantize_rows,
     slim_draft,
@@ -44,12 +46,13 @@ def test_int8_linear_is_the_dequantized_linear_within_rounding(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype):
+def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype, monkeypatch):
     """int8="dynamic": a one-row input goes through fbgemm's int8 x int8 kernel and equals the same per-row uint8
     quantization written in torch ops (the path of several rows and of other devices); a row's output does not
     depend on the other rows of its call, even next to a row with a huge activation; and it is a real
     quantization of the input (it differs from the weight-only linear). Calls of more than KERNEL_ROWS rows
-    (prefills) take the torch path."""
+    (prefills) take torch's int8 matmul on the CPU (the same integer sums), and the float emulation where that is
+    missing."""
     g = torch.Generator().manual_seed(1)
     W, b = torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
     x = torch.randn(4, 64, generator=g)
@@ -65,8 +68,15 @@ def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype):
     scale = emulated.abs().amax(1, keepdim=True)
     assert ((rows - emulated).abs() <= tol * scale).all()  # the kernel, row by row
     assert KERNEL_ROWS < 12
-    together = dyn(xd.repeat(3, 1).view(2, 6, 64)).double().view(12, 48)[:4]  # one call of 12 rows: the torch path
+    with torch.profiler.profile() as prof:  # one call of 12 rows: torch's int8 matmul
+        together = dyn(xd.repeat(3, 1).view(2, 6, 64)).double().view(12, 48)[:4]
+    if has_int_mm():
+        assert any(e.name == "aten::_int_mm" for e in prof.events())
     assert ((together - emulated).abs() <= tol * scale).all()
+    with monkeypatch.context() as m:  # a CPU without it: the float emulation
+        m.setattr(slim_draft_module, "_INT_MM", False)
+        emulated_path = dyn(xd.repeat(3, 1)).double()[:4]
+    assert ((emulated_path - emulated).abs() <= tol * scale).all()
     assert ((together - rows).abs() <= 2 * tol * scale).all()  # row 2's outlier did not coarsen rows 0, 1, 3
     assert ((dyn(xd).double() - rows).abs() <= tol * scale).all()  # one call of 4 rows: a kernel call per row
     gap = (weight_only(xd).double() - rows).abs().amax(1) / scale[:, 0]
@@ -74,6 +84,34 @@ def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype):
     grid = quantize_rows(x)
     assert all(grid[i].unique().numel() <= 256 for i in range(4))  # one uint8 grid per row
     assert (grid - x).abs().amax(1).le((x.amax(1).clamp(min=0) - x.amin(1).clamp(max=0)) / 255).all()
+
+
+@pytest.mark.skipif(not has_int_mm(), reason="torch's CPU int8 matmul is missing")
+def test_the_int8_matmul_path_is_the_kernels_integer_arithmetic():
+    """Many rows: Σ_k (u_k − z)·W_nk in exact integers, times the two scales, to float32 rounding (where the float
+    emulation would round u − z to the input's dtype first)."""
+    g = torch.Generator().manual_seed(2)
+    W, x = torch.randn(40, 96, generator=g), torch.randn(9, 96, generator=g) * 3
+    dyn = DynamicInt8Linear(W)
+    u, sx, z = slim_draft_module.row_grid(x)
+    exact = ((u - z).double() @ dyn.qweight.double().t()) * sx.double() * dyn.scale.double()
+    assert ((dyn(x).double() - exact).abs() <= 1e-6 * exact.abs().amax()).all()
+
+
+def test_a_dynamic_draft_prefill_computes_what_decoding_would():
+    """One call over a prompt (the int8 matmul path) and the same prompt fed a token at a time (the kernel) give the
+    same next-token distributions, to the rounding of the model's dtype."""
+    torch.manual_seed(0)
+    lm = LM(random_llama(vocab_size=96, hidden=64, layers=2, heads=4, seed=3, init_std=0.2), "draft")
+    slim_draft(lm, int8="dynamic")
+    prompt = torch.randint(0, 96, (1, 12), generator=torch.Generator().manual_seed(4))
+    lm.reset(1)
+    together = lm.feed(prompt)[0][0]
+    lm.reset(1)
+    one_by_one = torch.cat([lm.feed(prompt[:, i:i + 1])[0][0] for i in range(12)])
+    assert 12 > KERNEL_ROWS
+    tv = 0.5 * (together.exp() - one_by_one.exp()).abs().sum(-1)
+    assert tv.max() < 1e-3, tv
 
 
 def test_int8_modes_are_named_or_refused():
