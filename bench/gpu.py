@@ -173,7 +173,7 @@ def task_prompts(args, tokenizer, window: int) -> list[list[int]]:
     task = get_task(args.task)
     rows = load_examples(task.name, path=args.data_path, source="file" if args.data_path else "synthetic",
                          n=args.n_prompts, seed=args.data_seed).rows
-    return encode_prompts(task, rows, tokenizer, window, args.new_tokens + args.gamma + 1)[0]
+    return encode_prompts(task, rows, tokenizer, window, args.new_tokens + max(all_gammas(args)) + 1)[0]
 
 
 def make_head(pair: Pair, path: str | None) -> tuple[torch.nn.Module, str, dict | None]:
@@ -218,21 +218,27 @@ def make_slim_draft(args, device: torch.device, dtype: torch.dtype, pair: Pair) 
     return lm
 
 
-def method_spec(name: str, pair: Pair, args) -> tuple:
+def all_gammas(args) -> list[int]:
+    """--gamma, then --extra-gammas (each once)."""
+    return list(dict.fromkeys([args.gamma] + list(getattr(args, "extra_gammas", None) or [])))
+
+
+def method_spec(name: str, pair: Pair, args, gamma: int | None = None) -> tuple:
     """(proposer, rule, gamma, amateur) of a method: built by the registry evaluation and training use (a loaded
-    head by its head_rule), so the benchmark times exactly the rule that is evaluated."""
+    head by its head_rule), so the benchmark times exactly the rule that is evaluated. gamma: default --gamma."""
+    gamma = args.gamma if gamma is None else gamma
     if name == "head":
         rule = head_rule(pair.head, pair.head_target)  # the rule evaluation and training build for this head
         if rule.needs_amateur and pair.amateur is None:
             raise ValueError("this head was trained against the contrastive π_CD: pass --amateur")
-        return DraftModelProposer(pair.draft), rule, args.gamma, pair.amateur if rule.needs_amateur else None
+        return DraftModelProposer(pair.draft), rule, gamma, pair.amateur if rule.needs_amateur else None
     method, opts = REGISTRY[name]
     opts = opts(args)
     random_drafter = name in FEATURE and opts["drafter"] == "random"
     if random_drafter:  # a freshly initialised drafter: its cost, not its drafts (as the random head)
         opts = {}
     models = SimpleNamespace(target=pair.target, draft=pair.draft, amateur=pair.amateur, tokenizer=pair.tokenizer)
-    spec = build_method(method, models, method_config(method, gamma=args.gamma, alpha=args.alpha, beta=args.beta,
+    spec = build_method(method, models, method_config(method, gamma=gamma, alpha=args.alpha, beta=args.beta,
                                                       **opts))
     proposer = spec.proposer
     if random_drafter:
@@ -280,11 +286,12 @@ def pooled_output(outs: list[GenerationOutput]) -> GenerationOutput:
 class Cell:
     """One method at one batch size (records on or off): its decoding set-up and its timed runs."""
 
-    def __init__(self, name: str, pair: Pair, batch: int, args, records: bool = False, slim: bool = False):
+    def __init__(self, name: str, pair: Pair, batch: int, args, records: bool = False, slim: bool = False,
+                 gamma: int | None = None):
         if slim:  # the same method with the slimmed draft in the draft's place
             pair = replace(pair, draft=pair.slim)
         self.name, self.pair, self.batch, self.args, self.records, self.slim = name, pair, batch, args, records, slim
-        self.proposer, self.rule, self.gamma, self.amateur = method_spec(name, pair, args)
+        self.proposer, self.rule, self.gamma, self.amateur = method_spec(name, pair, args, gamma)
         # --rotate N: each run decodes N batches in turn, consecutive slices of the prompt pool (cycled), read as one
         pool = pair.prompts
         self.batches = [[pool[(j * batch + i) % len(pool)] for i in range(batch)] for j in range(args.rotate)]
@@ -386,10 +393,11 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
         if r["method"] in AMATEUR:  # per-token cost of cd: expert + amateur steps; a round: drafts + both passes
             step = c["target_1"] + c["amateur_1"]
             simple = (L + 1) / (g * draft_1 / step + 1)
-            refined = (L + 1) * step / (r["proposer_calls_per_round"] * draft_1 + c["target_v"] + c["amateur_v"])
+            refined = (L + 1) * step / (r["proposer_calls_per_round"] * draft_1 + c["target_v_by_gamma"][g]
+                                        + c["amateur_v_by_gamma"][g])
         else:
             simple = (L + 1) / (g * draft_1 / c["target_1"] + 1)
-            refined = (L + 1) * c["target_1"] / (r["proposer_calls_per_round"] * draft_1 + c["target_v"])
+            refined = (L + 1) * c["target_1"] / (r["proposer_calls_per_round"] * draft_1 + c["target_v_by_gamma"][g])
         r["c"] = draft_1 / c["target_1"]
         r["model_speedup"], r["refined_speedup"] = simple, refined
         r["measured_over_model"] = r["vs_base"] / simple
@@ -411,7 +419,8 @@ def fmt(x, spec: str = ".2f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict], gamma: int | None = None) -> str:
+    """The rows as markdown; a row drafted at a γ other than `gamma` (the run's --gamma) is named with its γ."""
     head = ("| method | batch | tok/s | ms/token | × ar_target | × base | prefill | × ar_target (decode) | L | accept "
             "| c | proposer | target | amateur | rule/head | verify | other | model | refined | meas/model "
             "| meas/refined | meas/model (decode) | meas/refined(in-run, decode) |")
@@ -419,6 +428,7 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         sh = r["share"]
         name = r["method"] + (" +records" if r["records"] else "") + (" +slim draft" if r.get("slim") else "") \
+            + (f" γ={r['gamma']}" if gamma is not None and r["gamma"] and r["gamma"] != gamma else "") \
             + (" (vs cd)" if r["base"] == "cd" else "")
         lines.append(
             f"| {name} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {fmt(r['vs_ar_target'])} "
@@ -443,6 +453,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 16])
     ap.add_argument("--gamma", type=int, default=4)
+    ap.add_argument("--extra-gammas", nargs="*", type=int, default=[],
+                    help="every drafting cell again at each of these γ (its own (γ+1)-pass probed for the models)")
     ap.add_argument("--w", type=float, default=0.5, help="static ensemble weight")
     ap.add_argument("--lenience", type=float, default=0.5, help="lossy SD's lenience")
     ap.add_argument("--cascade-threshold", type=float, default=0.1, help="SpecCascade's threshold t")
@@ -517,11 +529,13 @@ def main(argv: list[str] | None = None) -> dict:
     for b in args.batch_sizes:
         prompts = [pair.prompts[i % len(pair.prompts)] for i in range(b)]
         c = {"target_1": step_cost(pair.target, prompts, 1, steps),
-             "target_v": step_cost(pair.target, prompts, args.gamma + 1, steps),
+             "target_v_by_gamma": {g: step_cost(pair.target, prompts, g + 1, steps) for g in all_gammas(args)},
              "draft_1": step_cost(pair.draft, prompts, 1, steps)}
+        c["target_v"] = c["target_v_by_gamma"][args.gamma]
         if pair.amateur is not None:
             c["amateur_1"] = step_cost(pair.amateur, prompts, 1, steps)
-            c["amateur_v"] = step_cost(pair.amateur, prompts, args.gamma + 1, steps)
+            c["amateur_v_by_gamma"] = {g: step_cost(pair.amateur, prompts, g + 1, steps) for g in all_gammas(args)}
+            c["amateur_v"] = c["amateur_v_by_gamma"][args.gamma]
         if pair.slim is not None:
             c["draft_slim_1"] = step_cost(pair.slim, prompts, 1, steps)
             c["c_slim"] = c["draft_slim_1"] / c["target_1"]
@@ -530,12 +544,14 @@ def main(argv: list[str] | None = None) -> dict:
         costs[b] = c
         print(f"[bench] batch {b}: target step {1e3 * c['target_1']:.2f} ms, (γ+1)-pass {1e3 * c['target_v']:.2f} ms "
               f"(c_v={c['c_v']:.2f}), draft step {1e3 * c['draft_1']:.2f} ms (c={c['c']:.3f})"
-              + (f", slim draft step {1e3 * c['draft_slim_1']:.2f} ms (c={c['c_slim']:.3f})" if pair.slim else ""),
+              + (f", slim draft step {1e3 * c['draft_slim_1']:.2f} ms (c={c['c_slim']:.3f})" if pair.slim else "")
+              + "".join(f", ({g}+1)-pass {1e3 * v:.2f} ms" for g, v in c["target_v_by_gamma"].items() if g != args.gamma),
               flush=True)
 
     def log(c: Cell) -> None:
         wall, out = c.runs[-1]
-        print(f"[bench] {c.name + (' +records' if c.records else ''):<16} batch {c.batch:>2}: "
+        label = c.name + (" +records" if c.records else "") + (f" γ={c.gamma}" if c.gamma != args.gamma else "")
+        print(f"[bench] {label:<16} batch {c.batch:>2}: "
               f"{out.stats['new_tokens'] / wall:9.1f} tok/s ({time.perf_counter() - start:.0f}s)", flush=True)
 
     rows = []
@@ -546,6 +562,9 @@ def main(argv: list[str] | None = None) -> dict:
             if args.with_records and m in ("sd", "head"):
                 cells.append(Cell(m, pair, b, args, records=True))
         cells += [Cell(m, pair, b, args, slim=True) for m in slim_methods]
+        for g in all_gammas(args)[1:]:  # the drafting cells again at each extra γ (ar_target, cd draft nothing)
+            cells += [c for c in (Cell(m, pair, b, args, gamma=g) for m in methods) if c.gamma]
+            cells += [Cell(m, pair, b, args, slim=True, gamma=g) for m in slim_methods]
         rows += measure(cells, args.repeats, log)
     add_models(rows, costs, args)
 
@@ -566,7 +585,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"(L+1)/(γc+1), refined = with the probed (γ+1)-pass and proposer-step costs, in-run = the same with the "
           f"per-call costs measured inside the runs; JSON: {out}; "
           f"{result['wall_seconds']:.0f}s\n")
-    print(table(rows))
+    print(table(rows, args.gamma))
     return result
 
 

@@ -174,6 +174,27 @@ def test_bench_gpu_smoke_on_cpu(tmp_path, capsys):
     assert rows[("sd_feature", 1, False)]["c"] > 0 and rows[("dcd_feature", 1, False)]["base"] == "cd"
 
 
+def test_bench_gpu_times_drafting_cells_again_at_extra_gammas(tmp_path, capsys):
+    """--extra-gammas 2: every drafting cell (not ar_target) again at γ = 2, with its own (γ+1)-pass probed for the
+    refined model, named with its γ in the table; L stays within each cell's own γ."""
+    from bench.gpu import main as bench_main
+
+    result = bench_main(["--device", "cpu", "--smoke", "--methods", "ar_target", "sd", "cascade", "--gamma", "4",
+                         "--extra-gammas", "2", "--out", str(tmp_path / "b.json")])
+    rows = {(r["method"], r["gamma"]): r for r in result["rows"] if r["batch"] == 1}
+    assert set(rows) == {("ar_target", 0), ("sd", 4), ("cascade", 4), ("sd", 2), ("cascade", 2)}
+    costs = result["step_costs_s"][1]
+    assert set(costs["target_v_by_gamma"]) == {4, 2} and costs["target_v"] == costs["target_v_by_gamma"][4]
+    for (_, g), r in rows.items():
+        if g:
+            assert 0 <= r["L"] <= g and r["model_speedup"] == pytest.approx((r["L"] + 1) / (g * r["c"] + 1))
+            assert r["refined_speedup"] == pytest.approx(  # the refined model charges this γ's pass
+                (r["L"] + 1) * costs["target_1"]
+                / (r["proposer_calls_per_round"] * costs["draft_1"] + costs["target_v_by_gamma"][g]))
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("| sd γ=2 |") for line in lines) and any(line.startswith("| sd |") for line in lines)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("SPECDEC_TEST_COMPILE") != "1",
                     reason="torch.compile traces the HF forward for over a minute on a 2-core CPU (eager backend; "
