@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from specdec.generate import GenerationOutput, _check_inputs
 from specdec.models import LM
 from specdec.targets import contrastive_target, softmax_with_temperature, total_variation
-from specdec.verify import ZERO_PROB_DRAFT, verify
+from specdec.verify import ZERO_PROB_DRAFT, sample, verify
 
 ROUND_KEYS = ("active", "drafted", "accepted", "accept_prob", "expected_accept")
 
@@ -48,7 +48,7 @@ ROUND_KEYS = ("active", "drafted", "accepted", "accept_prob", "expected_accept")
 def _draw(probs: torch.Tensor, greedy: bool, generator: torch.Generator | None) -> torch.Tensor:
     if greedy:
         return probs.argmax(-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return sample(probs, generator)
 
 
 def _append_round(rounds, active, was_pending, b_accepted, b_acc_prob, b_exp_acc, res, exp_acc, gamma) -> None:

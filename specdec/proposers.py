@@ -14,6 +14,7 @@ import torch
 
 from specdec.models import LM, pad_left
 from specdec.targets import softmax_with_temperature
+from specdec.verify import sample
 
 
 @dataclass
@@ -87,7 +88,7 @@ class DraftModelProposer(Proposer):
             if temperature == 0:
                 x = q.argmax(-1)
             else:
-                x = torch.multinomial(q, 1, generator=generator).squeeze(-1)
+                x = sample(q, generator)
             drafts.append(x)
             if i < steps - 1:
                 logprobs, hidden = self.lm.feed(x.unsqueeze(1))
@@ -318,7 +319,7 @@ class FeatureDrafter(Proposer):
             hiddens.append(f)
             if i == gamma:  # bonus position: distribution only
                 break
-            x = q.argmax(-1) if temperature == 0 else torch.multinomial(q, 1, generator=generator).squeeze(-1)
+            x = q.argmax(-1) if temperature == 0 else sample(q, generator)
             drafts.append(x)
             if i < steps - 1:
                 f = self._feed(f.unsqueeze(1), x.unsqueeze(1))[:, -1]

@@ -131,7 +131,10 @@ def test_fly_at_infinite_entropy_threshold_is_greedy_sd_and_finite_accepts_more(
 
 
 def test_fsd_and_typical_decode_through_generate(pair):
-    """At T = 1 the relaxed rules decode end to end and sit between SD and the draft in acceptance."""
+    """At T = 1 the relaxed rules decode end to end; Fuzzy SD sits between SD and the draft in acceptance, rising with
+    its threshold. Typical acceptance is not ordered against SD in general (it accepts q(S) in expectation, SD
+    Σ min(p, q); on this pair it accepts less in 5 of 6 seeds), so it is checked where it is exact: ε = 0 keeps p's
+    whole support, ν = q, every draft accepted."""
     target, draft = pair
     prompts = [[1, 5 + b, 7] for b in range(8)]
 
@@ -143,7 +146,8 @@ def test_fsd_and_typical_decode_through_generate(pair):
     fsd = [run(FuzzyRule(t)).acceptance_rate for t in (1.0, 3.0, 6.0)]
     assert sd.acceptance_rate < fsd[0] < fsd[1] < fsd[2] < 1.0, (sd.acceptance_rate, fsd)
     assert run(FuzzyRule(3.0, bonus="nu")).acceptance_rate > sd.acceptance_rate
-    assert run(TypicalRule(0.3)).acceptance_rate > sd.acceptance_rate
+    assert 0.0 < run(TypicalRule(0.3)).acceptance_rate < 1.0
+    assert run(TypicalRule(0.0)).acceptance_rate == 1.0
     assert run(FuzzyRule(math.inf)).acceptance_rate == 1.0
 
 

@@ -14,7 +14,7 @@ from specdec.targets import (
     typical_set,
     typical_target,
 )
-from specdec.verify import output_distribution, verify
+from specdec.verify import output_distribution, sample, verify
 
 V, GAMMA, N = 6, 2, 200_000
 # Tolerances: chi-square goodness of fit at p > 1e-4 (fixed seeds, so deterministic) and TV(empirical, expected)
@@ -129,3 +129,19 @@ def test_zero_probability_draft_is_an_error():
 def test_shape_errors():
     with pytest.raises(ValueError, match="target_probs"):
         verify(torch.tensor([[1]]), torch.full((1, 1, 2), 0.5), torch.full((1, 1, 2), 0.5))
+
+
+def test_sample_draws_each_row_from_its_weights_and_never_a_zero_weight(monkeypatch):
+    """The one categorical draw (inverse CDF): unnormalised rows are drawn in proportion to their weights
+    (chi-square at P_MIN, 200k draws per row, fixed seed), zero weights never, and a uniform u that rounds up to
+    the row's total still lands on a token with weight."""
+    g = torch.Generator().manual_seed(5)
+    w = torch.tensor([[3.0, 0.0, 1.0, 0.5, 0.0, 0.25], [0.0, 0.0, 0.0, 2.0, 1e-3, 7.0]], dtype=torch.float32)
+    draws = sample(w.repeat_interleave(N, 0), g).view(2, N)
+    for row, x in zip(w.double(), draws):
+        counts = torch.bincount(x, minlength=V).double()
+        assert (counts[row == 0] == 0).all()
+        expected = row / row.sum() * N
+        assert chisquare(counts[row > 0], expected[row > 0]).pvalue > P_MIN
+    monkeypatch.setattr(torch, "rand", lambda shape, **kw: torch.ones(shape, dtype=kw.get("dtype")))
+    assert sample(torch.tensor([[0.0, 2.0, 1.0, 0.0, 0.0]])).tolist() == [2]
