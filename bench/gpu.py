@@ -550,7 +550,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def log(c: Cell) -> None:
         wall, out = c.runs[-1]
-        label = c.name + (" +records" if c.records else "") + (f" γ={c.gamma}" if c.gamma != args.gamma else "")
+        label = c.name + (" +records" if c.records else "") + (f" γ={c.gamma}" if c.gamma and c.gamma != args.gamma else "")
         print(f"[bench] {label:<16} batch {c.batch:>2}: "
               f"{out.stats['new_tokens'] / wall:9.1f} tok/s ({time.perf_counter() - start:.0f}s)", flush=True)
 
