@@ -2,7 +2,7 @@
 position, teacher-forced on the gold answers of 8 MBPP test problems (the first 8 of the 64 that slim_quality.sh
 decodes, data seed 11). Variants: the 32,768 ids of slim_quality.sh's vocabulary (counted on the rows disjoint from
 the test and validation draws) alone, with int8 weights, and with int8 weights and per-token activations
-("dynamic"). A whole answer is fed in one call, so the dynamic variant runs its torch path (the same per-token
+("dynamic"). A whole answer is fed in one call, so the dynamic variant runs its many-row path (the same per-token
 quantization as the one-row kernel of decoding). Two threads, a few minutes.
 
     .venv/bin/python docs/results/real_speed/draft_fidelity.py

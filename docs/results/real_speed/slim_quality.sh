@@ -8,14 +8,16 @@
 # (data/draft_vocab.py --holdout 64:11 64:13). Paired with the same rules' full-draft records on the same problems.
 # INT8=dynamic: the same with model.draft_int8=dynamic (activations int8 too; labels "+slim-dynamic"), for the rules
 # RULES names (default "fsd typical"; the dynamic run decodes "cascade fsd": cascade t = 0.1 leads its speed table,
-# run_dynamic.sh; fixed before any dynamic quality result).
-# Resumable (rerun the same line). Usage: [INT8=dynamic] bash docs/results/real_speed/slim_quality.sh
+# run_dynamic.sh; fixed before any dynamic quality result). GAMMA=6: the same at γ = 6 (labels "...-g6"): cascade's
+# ν-form emits ν at every position whatever γ is, so its score should move only by sampling noise (run_gamma.sh).
+# Resumable (rerun the same line). Usage: [INT8=dynamic] [GAMMA=6] bash docs/results/real_speed/slim_quality.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
 VOCAB=artifacts/vocab/mbpp_32k.json
 INT8=${INT8:-true}
-TAG=slim; [ "$INT8" = true ] || TAG=slim-$INT8
+GAMMA=${GAMMA:-4}
+TAG=slim; [ "$INT8" = true ] || TAG=slim-$INT8; [ "$GAMMA" = 4 ] || TAG=$TAG-g$GAMMA
 DATA=../shared/data/mbpp/sanitized-mbpp.json
 [ -f $VOCAB ] || .venv/bin/python data/draft_vocab.py --task mbpp --data-path $DATA \
   --tokenizer artifacts/models/qwen25coder_05b --holdout 64:11 64:13 --k 32768 --out $VOCAB
@@ -26,7 +28,7 @@ for lab in sd 'fsd(kl<=4)' 'typical(eps=0.3)' 'cascade(t=0.1)'; do  # the full-d
 done
 COMMON=(task=mbpp model=qwen25coder_15b_05b data.path=$DATA eval.max_new_tokens=128 task.reward_opts.max_workers=1
         task.data.seed=11 seed=12 eval.num_samples=64 eval.batch_size=8 num_threads=1 eval.progress=false
-        resume=true temperature=1.0 model.draft_int8=$INT8 model.draft_vocab=$VOCAB)
+        resume=true temperature=1.0 model.draft_int8=$INT8 model.draft_vocab=$VOCAB method.gamma=$GAMMA)
 one() { local t0=$SECONDS; local lab=$1; shift
         nice -n 5 .venv/bin/python eval/run.py "${COMMON[@]}" "$@" "hydra.run.dir='$R/$lab'" > "$R/$lab.log" 2>&1
         echo "[slim_quality.sh] $lab took $((SECONDS - t0)) s"; }
