@@ -91,10 +91,8 @@ class DynamicInt8Linear(Int8Linear):
                 # fbgemm quantizes a whole call with one scale, so one call per row (batch-1 decoding feeds 1 row
                 # a step, and 2 after a fully accepted round).
                 kernel = self._kernel()
-                if x2.shape[0] == 1:  # the common case: no split and cat (~20 µs a linear, 169 linears a step)
-                    return torch.ops.quantized.linear_dynamic(x2.float(), kernel, False).to(x2.dtype)
                 rows = [torch.ops.quantized.linear_dynamic(r, kernel, False) for r in x2.float().split(1)]
-                return torch.cat(rows).to(x2.dtype)
+                return (rows[0] if len(rows) == 1 else torch.cat(rows)).to(x2.dtype)
             if _INT_MM:
                 return self._int_matmul(x2)
         return super()._matmul(quantize_rows(x2).to(x2.dtype))

@@ -48,7 +48,7 @@ def test_int8_linear_is_the_dequantized_linear_within_rounding(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_dynamic_int8_linear_quantizes_each_token_on_its_own(dtype, monkeypatch):
     """int8="dynamic": a one-row input goes through fbgemm's int8 x int8 kernel and equals the same per-row uint8
-    quantization written in torch ops (the path of several rows and of other devices); a row's output does not
+    quantization written in float ops (the path of other devices); a row's output does not
     depend on the other rows of its call, even next to a row with a huge activation; and it is a real
     quantization of the input (it differs from the weight-only linear). Calls of more than KERNEL_ROWS rows
     (prefills) take torch's int8 matmul on the CPU (the same integer sums), and the float emulation where that is
