@@ -96,7 +96,10 @@ SIGNATURE_ADDED_LATER = ("head_sha256", "method_config", "model_settings", "rewa
                          "drafter_sha256")
 # Method parameters added later, with the value that decodes exactly as runs made before them did: a record
 # without the key resumes when the key now holds that value.
-PARAMS_ADDED_LATER = {"bonus": "p"}  # typical acceptance's bonus token (its ν-form came later)
+PARAMS_ADDED_LATER = {
+    "typical": {"bonus": "p"},  # typical acceptance's bonus token (its ν-form came later)
+    "cascade": {"bonus": "nu"},  # cascade's bonus token (its p-form came later)
+}
 
 
 def _plain(x: Any) -> Any:
@@ -106,11 +109,11 @@ def _plain(x: Any) -> Any:
 def _without_params_added_later(signature: dict, old: dict) -> dict:
     """The signature a resume compares with the record `old`: method parameters the record lacks are left out where
     they hold the value that decodes as the record did (PARAMS_ADDED_LATER)."""
-    out = dict(signature)
+    out, later = dict(signature), PARAMS_ADDED_LATER.get(signature.get("method"), {})
     for section in ("params", "method_config"):
         if isinstance(out.get(section), dict) and isinstance(old.get(section), dict):
             out[section] = {k: v for k, v in out[section].items()
-                            if not (k not in old[section] and PARAMS_ADDED_LATER.get(k, object()) == v)}
+                            if not (k not in old[section] and later.get(k, object()) == v)}
     return out
 
 

@@ -194,8 +194,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="cascade deferral threshold; fsd divergence threshold (nats for kl/js)")
     ap.add_argument("--divergence", choices=["kl", "js", "tv"], default="kl", help="fsd divergence")
     ap.add_argument("--epsilon", type=float, default=0.3, help="typical acceptance epsilon (delta = sqrt(epsilon))")
-    ap.add_argument("--bonus", choices=["p", "nu"], default="p",
-                    help="fsd and typical: the bonus token from p (the papers) or from the rule's nu (the nu-form)")
+    ap.add_argument("--bonus", choices=["p", "nu"], default=None,
+                    help="fsd, typical, cascade: the bonus token from p or from the rule's nu (the nu-form); default "
+                         "the rule's own: p for fsd and typical (the papers), nu for cascade")
     ap.add_argument("--entropy-threshold", type=float, default=0.3, help="fly entropy gate (nats)")
     ap.add_argument("--window", type=int, default=2, help="fly deferred window (drafts)")
     ap.add_argument("--alpha", type=float, default=0.5, help="contrastive rules: amateur penalty")
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> None:
             proposer="draft" if args.proposer == "none" else args.proposer, w=args.w, lenience=args.lenience,
             threshold=args.threshold, alpha=args.alpha, beta=args.beta, compile=args.compile,
             divergence=args.divergence, epsilon=args.epsilon, entropy_threshold=args.entropy_threshold,
-            window=args.window, bonus=args.bonus)
+            window=args.window, **({} if args.bonus is None else {"bonus": args.bonus}))
     except (ValueError, FileNotFoundError, OSError) as e:
         sys.exit(f"error: {e}")
 

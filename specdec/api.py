@@ -88,7 +88,7 @@ class SpeculativeGenerator:
         (e.g. `AutoModelForCausalLM.from_pretrained(...)`), used as it is, where it is; then pass its `tokenizer`
         (models loaded from paths here follow the first loaded model's device and dtype).
         head: an exported ensemble head (rule = the head). rule: a method of the registry by name — sd (exact),
-        static (w), lossy (lenience), cascade (threshold), cd / dcd / dcd_ngram / scd (alpha, beta), ar_target,
+        static (w), lossy (lenience), cascade (threshold, bonus), cd / dcd / dcd_ngram / scd (alpha, beta), ar_target,
         ar_draft, diversed (head), fsd (threshold, divergence, bonus), typical (epsilon, delta, bonus), fly
         (entropy_threshold, window) — default sd, or the head when one is given. proposer: draft | ngram.
         options: further method settings by name (those of conf/method/<rule>.yaml), e.g. epsilon=0.1.

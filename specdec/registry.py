@@ -7,7 +7,7 @@ cfg.beta (the eval config has this shape; `method_config(name, **options)` build
 Evaluation (eval/run.py), training, the API (`specdec.SpeculativeGenerator`), `specdec.hf` and the CLI all build
 their methods here; new methods join with the `register(name)` decorator.
 
-Methods: ar_target, ar_draft, sd, static (w), lossy (lenience), cascade (threshold), fsd (Fuzzy SD: threshold,
+Methods: ar_target, ar_draft, sd, static (w), lossy (lenience), cascade (threshold, bonus), fsd (Fuzzy SD: threshold,
 divergence, bonus), typical (Medusa's typical acceptance: epsilon, delta), fly (FLy: entropy_threshold, window),
 diversed (a trained head),
 autojudge (a judge head), and the contrastive methods, which verify against π_CD (α = cfg.alpha, β = cfg.beta):
@@ -182,8 +182,9 @@ def _lossy(models: Models, cfg: DictConfig) -> MethodSpec:
 
 @register("cascade")
 def _cascade(models: Models, cfg: DictConfig) -> MethodSpec:
-    t = float(_m(cfg, "threshold", 0.1))
-    return _sd_like(models, cfg, CascadeRule(t), f"cascade(t={t:g})", {"threshold": t})
+    t, bonus = float(_m(cfg, "threshold", 0.1)), str(_m(cfg, "bonus", "nu"))
+    label = f"cascade(t={t:g}{', p' if bonus == 'p' else ''})"
+    return _sd_like(models, cfg, CascadeRule(t, bonus), label, {"threshold": t, "bonus": bonus})
 
 
 @register("fsd")

@@ -232,15 +232,35 @@ class LossyRule(Rule):
 
 
 class CascadeRule(Rule):
-    needs_bonus_q = True
+    """SpecCascade (`cascade_weight`) at each draft position: ν_t = q_t where the draft is confident enough, p_t
+    where it defers.
 
-    def __init__(self, threshold: float):
-        self.threshold = float(threshold)
+    The bonus position (all γ drafts accepted) has two forms, as Fuzzy SD's: the ν-form (`bonus="nu"`, the
+    default) applies the rule there too, so every emitted token follows its ν; that needs q at the bonus position,
+    one more draft call per round (the draft feeds its last draft now rather than next round, where it would share
+    a call with the bonus token). `bonus="p"` draws the bonus token from p, as SD does, and saves that call. The
+    bonus is never rejected, so the two forms accept the same drafts; "p" moves only the bonus token towards the
+    target."""
+
+    def __init__(self, threshold: float, bonus: str = "nu"):
+        if bonus not in ("p", "nu"):
+            raise ValueError(f"bonus must be 'nu' (the ν-form) or 'p' (the bonus token from p), got {bonus!r}")
+        self.threshold, self.bonus = float(threshold), bonus
+        self.needs_bonus_q = bonus == "nu"
 
     def __call__(self, scores: RoundScores):
-        p, q = scores.p, _q_full(scores)
-        w = cascade_weight(p, q, self.threshold)
-        return ensemble_target(p, q, w), w
+        p = scores.p
+        if self.bonus == "nu":
+            q = _q_full(scores)
+            w = cascade_weight(p, q, self.threshold)
+            return ensemble_target(p, q, w), w
+        if scores.q is None:  # γ = 0: nothing drafted, the target decides
+            return p, torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+        g = min(scores.q.shape[1], p.shape[1] - 1)  # the draft positions (a proposer may hand over the bonus's q)
+        q = scores.q[:, :g].to(p.dtype)
+        w = torch.cat([cascade_weight(p[:, :g], q, self.threshold),
+                       torch.ones(p.shape[0], p.shape[1] - g, dtype=p.dtype, device=p.device)], 1)
+        return torch.cat([ensemble_target(p[:, :g], q, w[:, :g]), p[:, g:]], 1), w
 
 
 class ContrastiveRule(Rule):

@@ -8,6 +8,7 @@ import torch
 
 from specdec import LM, DraftModelProposer, generate
 from specdec.targets import (
+    CascadeRule,
     ExactRule,
     FlyRule,
     FuzzyRule,
@@ -151,6 +152,41 @@ def test_fsd_and_typical_decode_through_generate(pair):
     assert run(FuzzyRule(math.inf)).acceptance_rate == 1.0
 
 
+def test_cascade_with_the_bonus_from_p_keeps_the_draft_positions_and_saves_a_draft_call(pair):
+    """CascadeRule(bonus="p") is the ν-form at every draft position and p at the bonus position, so it needs no q
+    there: one draft call fewer per round. At t = −1 (always defer) both forms are SD token for token."""
+    p, q, _, _ = _scores(4)
+    scores = RoundScores(p.log(), 1.0, q)
+    p = scores.p
+    t = float((p.amax(-1) - q.amax(-1)).median())  # both decisions occur
+    nu_form, w_nu = CascadeRule(t)(scores)
+    assert (w_nu[:, :G] == 0).any() and (w_nu[:, :G] == 1).any()
+    for q_given in (q[:, :G], q):  # with or without the bonus position's q: the same ν
+        nu, w = CascadeRule(t, bonus="p")(RoundScores(p.log(), 1.0, q_given))
+        assert torch.equal(nu[:, :G], nu_form[:, :G]) and torch.equal(w[:, :G], w_nu[:, :G])
+        assert torch.allclose(nu[:, G], p[:, G]) and torch.all(w[:, G] == 1)
+    assert CascadeRule(t).needs_bonus_q and not CascadeRule(t, bonus="p").needs_bonus_q
+    with pytest.raises(ValueError, match="bonus must be"):
+        CascadeRule(t, bonus="q")
+
+    target, draft = pair
+    prompts = [[1, 5 + b, 7] for b in range(4)]
+
+    def run(rule):
+        return generate(LM(target), DraftModelProposer(LM(draft)), prompts, rule=rule, gamma=4, max_new_tokens=24,
+                        temperature=1.0, generator=torch.Generator().manual_seed(0))
+
+    def draft_calls_per_round(out):
+        return (out.stats["proposer_calls"] - out.stats["prefill_proposer_calls"]) / out.stats["rounds"]
+
+    sd, p_form, nu_form = run(ExactRule()), run(CascadeRule(-1.0, bonus="p")), run(CascadeRule(-1.0))
+    assert p_form.tokens == sd.tokens and nu_form.tokens == sd.tokens
+    assert draft_calls_per_round(p_form) == draft_calls_per_round(sd) <= 4
+    assert draft_calls_per_round(nu_form) == draft_calls_per_round(sd) + 1
+    relaxed = run(CascadeRule(0.1, bonus="p"))
+    assert relaxed.acceptance_rate > sd.acceptance_rate and draft_calls_per_round(relaxed) <= 4
+
+
 def test_frontier_sweeps_each_rule_over_its_knob(micro_trio, tmp_path):
     """frontier.sweep_methods runs each named rule at every value of its knob, through the registry, as one curve."""
     from pathlib import Path
@@ -204,6 +240,11 @@ def test_api_and_cli_serve_the_new_rules(micro_trio, tmp_path):
     sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="typical", device="cpu", epsilon=0.2,
                                               bonus="nu")
     assert sg.label == "typical(eps=0.2, nu)" and sg.spec.rule.needs_bonus_q
+    # cascade's bonus: the ν-form by default, p on request
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="cascade", device="cpu")
+    assert sg.label == "cascade(t=0.1)" and sg.spec.rule.needs_bonus_q
+    sg = SpeculativeGenerator.from_pretrained(models_dir=micro_trio, rule="cascade", device="cpu", bonus="p")
+    assert sg.label == "cascade(t=0.1, p)" and not sg.spec.rule.needs_bonus_q
     out2 = tmp_path / "out_nu.jsonl"
     cli_main(["--models-dir", str(micro_trio), "--prompts-file", str(src), "--out", str(out2), "--device", "cpu",
               "--rule", "typical", "--epsilon", "0.2", "--bonus", "nu", "--max-new-tokens", "8"])

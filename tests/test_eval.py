@@ -484,22 +484,24 @@ def test_frontier_keeps_two_heads_of_one_lambda_apart(micro_trio, head_dir, tmp_
     assert rows[0]["mean_w"] == pytest.approx(0.7, abs=1e-4) and rows[1]["mean_w"] == pytest.approx(0.2, abs=1e-4)
 
 
-def test_run_recorded_before_a_method_parameter_existed_resumes(models, tmp_path):
-    """typical's `bonus` came after runs were recorded without it: those resume when it holds the value that decodes
-    as they did (p), and are refused with any other."""
-    cfg = _cfg("typical", epsilon=0.3, bonus="p")
-    spec = build_method("typical", models, cfg)
+@pytest.mark.parametrize("method,knob,then,other", [("typical", {"epsilon": 0.3}, "p", "nu"),
+                                                     ("cascade", {"threshold": 0.1}, "nu", "p")])
+def test_run_recorded_before_a_method_parameter_existed_resumes(models, tmp_path, method, knob, then, other):
+    """typical's and cascade's `bonus` came after runs were recorded without it: those resume when it holds the value
+    that decodes as they did (typical: p, cascade: the ν-form), and are refused with any other."""
+    cfg = _cfg(method, bonus=then, **knob)
+    spec = build_method(method, models, cfg)
     ex = _examples(8)
     run_method(cfg, spec, models, TASK, ex, tmp_path)
     saved = json.loads((tmp_path / "run.json").read_text())
-    assert saved["params"]["bonus"] == "p" and saved["method_config"]["bonus"] == "p"
+    assert saved["params"]["bonus"] == then and saved["method_config"]["bonus"] == then
     before = {**saved, "params": {k: v for k, v in saved["params"].items() if k != "bonus"},
               "method_config": {k: v for k, v in saved["method_config"].items() if k != "bonus"}}
     (tmp_path / "run.json").write_text(json.dumps(before))
-    nu = _cfg("typical", epsilon=0.3, bonus="nu")
-    nu.resume = True
+    changed = _cfg(method, bonus=other, **knob)
+    changed.resume = True
     with pytest.raises(ValueError, match="cannot resume .*bonus"):
-        run_method(nu, build_method("typical", models, nu), models, TASK, ex, tmp_path)
+        run_method(changed, build_method(method, models, changed), models, TASK, ex, tmp_path)
     cfg.resume = True
     m = run_method(cfg, spec, models, TASK, ex, tmp_path)
     assert m["num_samples"] == 8
