@@ -63,6 +63,8 @@ REGISTRY = {
     "static": ("static", lambda a: {"w": a.w}),
     "lossy": ("lossy", lambda a: {"lenience": a.lenience}),
     "cascade": ("cascade", lambda a: {"threshold": a.cascade_threshold}),
+    # the same rule with the bonus token from p: no draft call at the bonus position
+    "cascade_pbonus": ("cascade", lambda a: {"threshold": a.cascade_threshold, "bonus": "p"}),
     "fsd": ("fsd", lambda a: {"threshold": a.fsd_threshold}),
     "typical": ("typical", lambda a: {"epsilon": a.epsilon}),
     "fly": ("fly", lambda a: {"entropy_threshold": a.fly_entropy}),
@@ -71,8 +73,8 @@ REGISTRY = {
     "sd_feature": ("sd", lambda a: {"proposer": "feature", "drafter": a.drafter}),
     "dcd_feature": ("dcd", lambda a: {"proposer": "feature", "drafter": a.drafter}),
 }
-METHODS = ("ar_target", "sd", "static", "head", "lossy", "cascade", "fsd", "typical", "fly", "cd", "dcd",
-           "sd_feature", "dcd_feature")
+METHODS = ("ar_target", "sd", "static", "head", "lossy", "cascade", "cascade_pbonus", "fsd", "typical", "fly", "cd",
+           "dcd", "sd_feature", "dcd_feature")
 AMATEUR = ("cd", "dcd", "dcd_feature")
 FEATURE = ("sd_feature", "dcd_feature")
 
@@ -249,6 +251,11 @@ def method_spec(name: str, pair: Pair, args, gamma: int | None = None) -> tuple:
     return proposer, spec.rule, spec.gamma, spec.amateur
 
 
+def base_of(method: str) -> str:
+    """The baseline a method's speed-up is against: cd for the contrastive drafting methods, else ar_target."""
+    return "cd" if method in ("dcd", "dcd_feature") else "ar_target"
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -296,6 +303,9 @@ class Cell:
         pool = pair.prompts
         self.batches = [[pool[(j * batch + i) % len(pool)] for i in range(batch)] for j in range(args.rotate)]
         self.runs: list[tuple[float, object]] = []
+        # --paired-baseline: the baseline cell, and per timed run the indices of its runs just before and after
+        self.base_cell: Cell | None = None
+        self.pairs: list[tuple[int, int]] = []
 
     def decode(self, new_tokens: int, timing: bool, batches: list | None = None):
         pair = self.pair
@@ -321,9 +331,19 @@ class Cell:
     def timed_run(self) -> None:
         self.runs.append(self.decode(self.args.new_tokens, timing=False))
 
+    def paired_base(self, k: int) -> dict | None:
+        """The baseline's two runs around this cell's run k, as one: the mean wall time, end to end and decoding."""
+        if not self.pairs:
+            return None
+        runs = [self.base_cell.runs[i] for i in self.pairs[k]]
+        return {"runs": list(self.pairs[k]), "new_tokens": runs[0][1].stats["new_tokens"],
+                "seconds": statistics.mean(w for w, _ in runs),
+                "decode_seconds": statistics.mean(w - o.stats["time_prefill"] for w, o in runs)}
+
     def row(self) -> dict:
-        runs = sorted(self.runs, key=lambda r: r[0])
-        wall, out = runs[0] if self.args.pick == "min" else runs[len(runs) // 2]
+        order = sorted(range(len(self.runs)), key=lambda i: self.runs[i][0])
+        k = order[0] if self.args.pick == "min" else order[len(order) // 2]
+        wall, out = self.runs[k]
         # The time split: on a CPU the end-to-end run is already exact; on CUDA rerun with a device wait per call.
         split = self.decode(max(self.args.new_tokens // 2, 8), timing=True)[1] \
             if self.pair.target.device.type == "cuda" else out
@@ -353,18 +373,41 @@ class Cell:
             "run_amateur_call_s": (s["time_amateur"] - s["prefill_time_amateur"]) / max(target_calls, 1),
             "share": {k: v / total for k, v in parts.items()},
             "overhead_ms_per_round": 1000 * (parts["rule"] + parts["verify"] + parts["other"]) / max(s["rounds"], 1),
+            "paired_base": self.paired_base(k),
         }
 
 
-def measure(cells: list[Cell], repeats: int, log) -> list[dict]:
+def measure(cells: list[Cell], repeats: int, log, paired: bool = False) -> list[dict]:
     """Warm every cell up, then time them interleaved (cell by cell, repeat by repeat), so that a change in the
-    machine's load hits every method alike; the median (or fastest, --pick min) run of each cell is kept."""
+    machine's load hits every method alike; the median (or fastest, --pick min) run of each cell is kept.
+
+    paired: the cells that draft nothing (the baselines) open each repeat, and each drafting cell's run is followed
+    by another run of its baseline, so that every drafting run has a baseline run just before and just after it
+    (`Cell.paired_base`): a drift in the machine's speed over a long run then cancels from its ratio."""
     for c in cells:
         c.warm_up()
+    bases = {c.name: c for c in cells if not c.gamma and not c.records}
     for _ in range(repeats):
+        if not paired:
+            for c in cells:
+                c.timed_run()
+                log(c)
+            continue
         for c in cells:
+            if not c.gamma:
+                c.timed_run()
+                log(c)
+        for c in cells:
+            base = bases.get(base_of(c.name)) if c.gamma else None
+            if not c.gamma:
+                continue
             c.timed_run()
             log(c)
+            if base is not None:
+                base.timed_run()
+                log(base)
+                c.base_cell = base
+                c.pairs.append((len(base.runs) - 2, len(base.runs) - 1))
     return [c.row() for c in cells]
 
 
@@ -373,7 +416,7 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
     by = {(r["method"], r["batch"], r["records"]): r for r in rows if not r.get("slim")}
     for r in rows:
         b = r["batch"]
-        base_name = "cd" if r["method"] in ("dcd", "dcd_feature") else "ar_target"
+        base_name = base_of(r["method"])
         ar, base = by.get(("ar_target", b, False)), by.get((base_name, b, False))
         r["vs_ar_target"] = r["tokens_per_s"] / ar["tokens_per_s"] if ar else None
         r["vs_base"] = r["tokens_per_s"] / base["tokens_per_s"] if base else None
@@ -413,6 +456,12 @@ def add_models(rows: list[dict], costs: dict, args) -> None:
             + r["run_amateur_call_s"]
         r["refined_inrun_speedup"] = (L + 1) * step / rnd
         r["measured_over_refined_inrun"] = r["vs_base_decode"] / r["refined_inrun_speedup"]
+        pb = r.get("paired_base")
+        if pb:  # against the baseline's runs just before and after this one (--paired-baseline)
+            r["vs_base_paired"] = r["tokens_per_s"] / (pb["new_tokens"] / pb["seconds"])
+            r["vs_base_decode_paired"] = r["decode_tokens_per_s"] / (pb["new_tokens"] / pb["decode_seconds"])
+            r["measured_over_model_paired"] = r["vs_base_paired"] / simple
+            r["measured_over_model_decode_paired"] = r["vs_base_decode_paired"] / simple
 
 
 def fmt(x, spec: str = ".2f") -> str:
@@ -439,6 +488,23 @@ def table(rows: list[dict], gamma: int | None = None) -> str:
             + f" | {fmt(r['model_speedup'])} | {fmt(r['refined_speedup'])} | {fmt(r['measured_over_model'])} "
             f"| {fmt(r['measured_over_refined'])} | {fmt(r['measured_over_model_decode'])} "
             f"| {fmt(r['measured_over_refined_inrun'])} |")
+    return "\n".join(lines)
+
+
+def paired_table(rows: list[dict], gamma: int | None = None) -> str:
+    """--paired-baseline: each drafting row against its baseline's runs just before and after it."""
+    head = ("| method | batch | × base (paired) | × base (paired, decode) | model | meas/model (paired) "
+            "| meas/model (paired, decode) | × base (whole run) | meas/model (whole run, decode) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        if not r.get("paired_base"):
+            continue
+        name = r["method"] + (" +slim draft" if r.get("slim") else "") \
+            + (f" γ={r['gamma']}" if gamma is not None and r["gamma"] != gamma else "")
+        lines.append(f"| {name} | {r['batch']} | {fmt(r['vs_base_paired'])} | {fmt(r['vs_base_decode_paired'])} "
+                     f"| {fmt(r['model_speedup'])} | {fmt(r['measured_over_model_paired'])} "
+                     f"| {fmt(r['measured_over_model_decode_paired'])} | {fmt(r['vs_base'])} "
+                     f"| {fmt(r['measured_over_model_decode'])} |")
     return "\n".join(lines)
 
 
@@ -480,6 +546,10 @@ def main(argv: list[str] | None = None) -> dict:
                          "batch 1 with --task, --rotate K times K different prompts instead of the first one)")
     ap.add_argument("--pick", choices=["median", "min"], default="median",
                     help="which timed run of a cell is kept (min: robust on a shared, loaded machine)")
+    ap.add_argument("--paired-baseline", action="store_true",
+                    help="time the baseline (ar_target; cd for dcd) again after every drafting cell's run, and give "
+                         "each drafting cell's ratio also against the mean of the baseline runs just before and "
+                         "after it (a drift in the machine's speed during a long run then cancels)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default=None, help="default: auto (bfloat16 where the device runs it fast: CUDA, or a "
@@ -565,7 +635,7 @@ def main(argv: list[str] | None = None) -> dict:
         for g in all_gammas(args)[1:]:  # the drafting cells again at each extra γ (ar_target, cd draft nothing)
             cells += [c for c in (Cell(m, pair, b, args, gamma=g) for m in methods) if c.gamma]
             cells += [Cell(m, pair, b, args, slim=True, gamma=g) for m in slim_methods]
-        rows += measure(cells, args.repeats, log)
+        rows += measure(cells, args.repeats, log, paired=args.paired_baseline)
     add_models(rows, costs, args)
 
     result = {
@@ -586,6 +656,9 @@ def main(argv: list[str] | None = None) -> dict:
           f"per-call costs measured inside the runs; JSON: {out}; "
           f"{result['wall_seconds']:.0f}s\n")
     print(table(rows, args.gamma))
+    if args.paired_baseline:
+        print("\nAgainst the baseline's runs just before and after each drafting run (--paired-baseline):\n")
+        print(paired_table(rows, args.gamma))
     return result
 
 

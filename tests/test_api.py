@@ -195,6 +195,30 @@ def test_bench_gpu_times_drafting_cells_again_at_extra_gammas(tmp_path, capsys):
     assert any(line.startswith("| sd γ=2 |") for line in lines) and any(line.startswith("| sd |") for line in lines)
 
 
+def test_bench_gpu_pairs_each_drafting_run_with_the_baseline_runs_around_it(tmp_path, capsys):
+    """--paired-baseline: ar_target opens the repeat and runs again after each drafting cell; each drafting row's
+    paired ratio is against the mean of the baseline runs just before and after its own. cascade_pbonus (the bonus
+    token from p) makes one draft call per round fewer than cascade."""
+    from bench.gpu import main as bench_main
+
+    result = bench_main(["--device", "cpu", "--smoke", "--methods", "ar_target", "cascade", "cascade_pbonus",
+                         "--gamma", "4", "--paired-baseline", "--out", str(tmp_path / "b.json")])
+    for b in (1, 4):
+        rows = {r["method"]: r for r in result["rows"] if r["batch"] == b}
+        base = rows["ar_target"]
+        assert len(base["seconds_all_runs"]) == 3 and base["paired_base"] is None
+        for name, runs in (("cascade", [0, 1]), ("cascade_pbonus", [1, 2])):
+            r, pb = rows[name], rows[name]["paired_base"]
+            assert pb["runs"] == runs
+            assert pb["seconds"] == pytest.approx(sum(base["seconds_all_runs"][i] for i in runs) / 2)
+            assert r["vs_base_paired"] == pytest.approx(r["tokens_per_s"] * pb["seconds"] / base["new_tokens"])
+            assert r["measured_over_model_decode_paired"] == pytest.approx(r["vs_base_decode_paired"]
+                                                                         / r["model_speedup"])
+        assert rows["cascade"]["proposer_calls_per_round"] > rows["cascade_pbonus"]["proposer_calls_per_round"]
+    out = capsys.readouterr().out
+    assert "| cascade_pbonus | 1 |" in out.split("--paired-baseline")[-1]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("SPECDEC_TEST_COMPILE") != "1",
                     reason="torch.compile traces the HF forward for over a minute on a 2-core CPU (eager backend; "

@@ -10,6 +10,8 @@
 # RULES names (default "fsd typical"; the dynamic run decodes "cascade fsd": cascade t = 0.1 leads its speed table,
 # run_dynamic.sh; fixed before any dynamic quality result). GAMMA=6: the same at γ = 6 (labels "...-g6"): cascade's
 # ν-form emits ν at every position whatever γ is, so its score should move only by sampling noise (run_gamma.sh).
+# RULES=cascade_p: cascade t = 0.1 with the bonus token from p (method.bonus=p; one draft call per round fewer,
+# run_paired.sh), label "cascade(t=0.1,p)".
 # Resumable (rerun the same line). Usage: [INT8=dynamic] [GAMMA=6] bash docs/results/real_speed/slim_quality.sh
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -32,16 +34,20 @@ COMMON=(task=mbpp model=qwen25coder_15b_05b data.path=$DATA eval.max_new_tokens=
 one() { local t0=$SECONDS; local lab=$1; shift
         nice -n 5 .venv/bin/python eval/run.py "${COMMON[@]}" "$@" "hydra.run.dir='$R/$lab'" > "$R/$lab.log" 2>&1
         echo "[slim_quality.sh] $lab took $((SECONDS - t0)) s"; }
+label() { case $1 in
+  fsd) echo "fsd(kl<=4)" ;; typical) echo "typical(eps=0.3)" ;; cascade) echo "cascade(t=0.1)" ;;
+  cascade_p) echo "cascade(t=0.1,p)" ;;
+  *) echo "slim_quality.sh: RULES holds fsd, typical, cascade or cascade_p" >&2; exit 2 ;; esac; }
 for rule in ${RULES:-fsd typical}; do
+  lab="$(label "$rule")+$TAG"
   case $rule in
-    fsd) one "fsd(kl<=4)+$TAG" method=fsd method.threshold=4.0 & ;;
-    typical) one "typical(eps=0.3)+$TAG" method=typical method.epsilon=0.3 & ;;
-    cascade) one "cascade(t=0.1)+$TAG" method=cascade method.threshold=0.1 & ;;
-    *) echo "slim_quality.sh: RULES holds fsd, typical or cascade" >&2; exit 2 ;;
+    fsd) one "$lab" method=fsd method.threshold=4.0 & ;;
+    typical) one "$lab" method=typical method.epsilon=0.3 & ;;
+    cascade) one "$lab" method=cascade method.threshold=0.1 & ;;
+    cascade_p) one "$lab" method=cascade method.threshold=0.1 method.bonus=p & ;;
   esac
 done
 wait
 for rule in ${RULES:-fsd typical}; do
-  lab=$(ls -d "$R"/*+$TAG | xargs -n1 basename | grep "^$rule(")
-  .venv/bin/python eval/pool.py $R --ref "$lab" > "$R/pool_vs_${rule}_$TAG.md"
+  .venv/bin/python eval/pool.py $R --ref "$(label "$rule")+$TAG" > "$R/pool_vs_${rule}_$TAG.md"
 done
