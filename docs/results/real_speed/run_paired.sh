@@ -10,15 +10,18 @@
 # Cells: ar_target, then sd, cascade (ν-form) and cascade_pbonus, each with the dynamic slim draft, at γ = 6 (the
 # fourth table's best γ for cascade). Every other setting as run_gamma.sh (4 MBPP test problems, data seed 11,
 # --rotate 4, bf16, one thread, batch 1, T = 1, 96 new tokens). Run it several times, with the second core idle.
-# Usage: bash docs/results/real_speed/run_paired.sh [OUT_JSON]
+# GAMMA=4: the same cells at γ = 4 (added after run 1 at γ = 6 measured the 7-token pass at 1.14 target steps,
+# a cost the model (L+1)/(γc+1) does not charge; at γ = 4 the pass cost 0.94-1.10 steps in the fourth table).
+# Usage: [GAMMA=4] bash docs/results/real_speed/run_paired.sh [OUT_JSON]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
 M=artifacts/models
-OUT=${1:-docs/results/real_speed/paired/run1.json}
+GAMMA=${GAMMA:-6}
+OUT=${1:-docs/results/real_speed/paired/g${GAMMA}_run1.json}
 mkdir -p "$(dirname "$OUT")"
 .venv/bin/python bench/gpu.py --device cpu --dtype bfloat16 --threads 1 --target $M/qwen25coder_15b \
   --draft $M/qwen25coder_05b --task mbpp --data-path ../shared/data/mbpp/sanitized-mbpp.json --n-prompts 4 \
-  --data-seed 11 --rotate 4 --methods ar_target --slim-methods sd cascade cascade_pbonus --gamma 6 \
+  --data-seed 11 --rotate 4 --methods ar_target --slim-methods sd cascade cascade_pbonus --gamma "$GAMMA" \
   --paired-baseline --draft-int8 dynamic --draft-vocab 32768 --batch-sizes 1 --new-tokens 96 --repeats 1 \
   --temperature 1.0 --out "$OUT" | tee "${OUT%.json}.md"
