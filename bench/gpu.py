@@ -261,20 +261,25 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def step_cost(lm: LM, prompts: list[list[int]], width: int, steps: int) -> float:
-    """Median seconds of one forward over `width` new tokens per row with a warm cache (rolled back after each)."""
-    lm.prefill(prompts)
+def step_costs(calls: dict[str, tuple[LM, int]], prompts: list[list[int]], steps: int) -> dict[str, float]:
+    """Median seconds of one forward per named (LM, width: new tokens per row), each with a warm cache (rolled back
+    after each). The calls take turns, one forward each per step, so that a drift in the machine's speed during the
+    probe moves every cost alike and cancels from their ratios (c, a pass's cost in target steps)."""
+    lms = list({id(lm): lm for lm, _ in calls.values()}.values())
+    for lm in lms:
+        lm.prefill(prompts)
     B = len(prompts)
-    tok = torch.tensor([p[-1:] * width for p in prompts])
-    times = []
+    times: dict[str, list[float]] = {k: [] for k in calls}
     for _ in range(steps + 2):
-        sync(lm.device)
-        t = time.perf_counter()
-        lm.feed(tok)
-        sync(lm.device)
-        times.append(time.perf_counter() - t)
-        lm.rollback(torch.full((B,), width))
-    return statistics.median(times[2:])
+        for k, (lm, width) in calls.items():
+            tok = torch.tensor([p[-1:] * width for p in prompts])
+            sync(lm.device)
+            t = time.perf_counter()
+            lm.feed(tok)
+            sync(lm.device)
+            times[k].append(time.perf_counter() - t)
+            lm.rollback(torch.full((B,), width))
+    return {k: statistics.median(v[2:]) for k, v in times.items()}
 
 
 def pooled_output(outs: list[GenerationOutput]) -> GenerationOutput:
@@ -598,16 +603,21 @@ def main(argv: list[str] | None = None) -> dict:
     steps = 5 if args.smoke else 20
     for b in args.batch_sizes:
         prompts = [pair.prompts[i % len(pair.prompts)] for i in range(b)]
-        c = {"target_1": step_cost(pair.target, prompts, 1, steps),
-             "target_v_by_gamma": {g: step_cost(pair.target, prompts, g + 1, steps) for g in all_gammas(args)},
-             "draft_1": step_cost(pair.draft, prompts, 1, steps)}
+        calls = {"target_1": (pair.target, 1), "draft_1": (pair.draft, 1),
+                 **{f"target_v{g}": (pair.target, g + 1) for g in all_gammas(args)}}
+        if pair.amateur is not None:
+            calls |= {"amateur_1": (pair.amateur, 1),
+                      **{f"amateur_v{g}": (pair.amateur, g + 1) for g in all_gammas(args)}}
+        if pair.slim is not None:
+            calls["draft_slim_1"] = (pair.slim, 1)
+        t = step_costs(calls, prompts, steps)
+        c = {k: v for k, v in t.items() if k in ("target_1", "draft_1", "amateur_1", "draft_slim_1")}
+        c["target_v_by_gamma"] = {g: t[f"target_v{g}"] for g in all_gammas(args)}
         c["target_v"] = c["target_v_by_gamma"][args.gamma]
         if pair.amateur is not None:
-            c["amateur_1"] = step_cost(pair.amateur, prompts, 1, steps)
-            c["amateur_v_by_gamma"] = {g: step_cost(pair.amateur, prompts, g + 1, steps) for g in all_gammas(args)}
+            c["amateur_v_by_gamma"] = {g: t[f"amateur_v{g}"] for g in all_gammas(args)}
             c["amateur_v"] = c["amateur_v_by_gamma"][args.gamma]
         if pair.slim is not None:
-            c["draft_slim_1"] = step_cost(pair.slim, prompts, 1, steps)
             c["c_slim"] = c["draft_slim_1"] / c["target_1"]
         c["c"] = c["draft_1"] / c["target_1"]
         c["c_v"] = c["target_v"] / c["target_1"]

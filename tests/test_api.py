@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import pytest
 import torch
@@ -193,6 +194,36 @@ def test_bench_gpu_times_drafting_cells_again_at_extra_gammas(tmp_path, capsys):
                 / (r["proposer_calls_per_round"] * costs["draft_1"] + costs["target_v_by_gamma"][g]))
     lines = capsys.readouterr().out.splitlines()
     assert any(line.startswith("| sd γ=2 |") for line in lines) and any(line.startswith("| sd |") for line in lines)
+
+
+def test_bench_gpu_probes_every_step_cost_in_turn():
+    """The cost probe takes turns (one forward of each named call per step), so a drift in the machine's speed moves
+    every cost alike; each cost is the median of its own calls, each from a warm cache rolled back after it."""
+    from bench.gpu import step_costs
+
+    log = []
+
+    class Fake:
+        device = torch.device("cpu")
+
+        def __init__(self, name, seconds):
+            self.name, self.seconds, self.cached = name, seconds, 0
+
+        def prefill(self, prompts):
+            self.cached = len(prompts[0])
+
+        def feed(self, tok):
+            log.append((self.name, tok.shape[1], self.cached))
+            self.cached += tok.shape[1]
+            time.sleep(self.seconds * tok.shape[1])
+
+        def rollback(self, n):
+            self.cached -= int(n[0])
+
+    big, small = Fake("target", 0.004), Fake("draft", 0.001)
+    costs = step_costs({"target_1": (big, 1), "draft_1": (small, 1), "target_v3": (big, 3)}, [[1, 2, 3]], steps=3)
+    assert log == [("target", 1, 3), ("draft", 1, 3), ("target", 3, 3)] * 5  # in turn, always from the prompt
+    assert costs["target_v3"] > costs["target_1"] > costs["draft_1"] > 0
 
 
 def test_bench_gpu_pairs_each_drafting_run_with_the_baseline_runs_around_it(tmp_path, capsys):
