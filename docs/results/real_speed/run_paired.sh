@@ -12,7 +12,9 @@
 # --rotate 4, bf16, one thread, batch 1, T = 1, 96 new tokens). Run it several times, with the second core idle.
 # GAMMA=4: the same cells at γ = 4 (added after run 1 at γ = 6 measured the 7-token pass at 1.14 target steps,
 # a cost the model (L+1)/(γc+1) does not charge; at γ = 4 the pass cost 0.94-1.10 steps in the fourth table).
-# Usage: [GAMMA=4] bash docs/results/real_speed/run_paired.sh [OUT_JSON]
+# ORDER="sd cascade_pbonus cascade": the drafting cells in another order (added after cascade_pbonus, timed last,
+# drew the slowest target passes of three γ = 4 runs; a probe found no effect of its 2-token draft calls on them).
+# Usage: [GAMMA=4] [ORDER=...] bash docs/results/real_speed/run_paired.sh [OUT_JSON]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
@@ -22,6 +24,6 @@ OUT=${1:-docs/results/real_speed/paired/g${GAMMA}_run1.json}
 mkdir -p "$(dirname "$OUT")"
 .venv/bin/python bench/gpu.py --device cpu --dtype bfloat16 --threads 1 --target $M/qwen25coder_15b \
   --draft $M/qwen25coder_05b --task mbpp --data-path ../shared/data/mbpp/sanitized-mbpp.json --n-prompts 4 \
-  --data-seed 11 --rotate 4 --methods ar_target --slim-methods sd cascade cascade_pbonus --gamma "$GAMMA" \
+  --data-seed 11 --rotate 4 --methods ar_target --slim-methods ${ORDER:-sd cascade cascade_pbonus} --gamma "$GAMMA" \
   --paired-baseline --draft-int8 dynamic --draft-vocab 32768 --batch-sizes 1 --new-tokens 96 --repeats 1 \
   --temperature 1.0 --out "$OUT" | tee "${OUT%.json}.md"
