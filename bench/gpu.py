@@ -403,9 +403,9 @@ def measure(cells: list[Cell], repeats: int, log, paired: bool = False) -> list[
                 c.timed_run()
                 log(c)
         for c in cells:
-            base = bases.get(base_of(c.name)) if c.gamma else None
             if not c.gamma:
                 continue
+            base = bases.get(base_of(c.name))
             c.timed_run()
             log(c)
             if base is not None:
