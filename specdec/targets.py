@@ -231,6 +231,33 @@ class LossyRule(Rule):
         return torch.cat([eff, p[:, g:]], dim=1), None
 
 
+def _bonus_form(bonus: str, p_form: str) -> str:
+    """A rule's `bonus` setting, checked: "p" (the bonus token from p; `p_form` says whose form that is) or "nu"."""
+    if bonus not in ("p", "nu"):
+        raise ValueError(f"bonus must be 'p' ({p_form}) or 'nu' (the ν-form), got {bonus!r}")
+    return bonus
+
+
+def _decided_positions(p: torch.Tensor, q: torch.Tensor, bonus: str) -> int:
+    """How many leading positions a rule with a bonus form decides: every position q covers in the ν-form, the
+    draft positions only with bonus="p" (the bonus token then comes from p, even where a proposer hands over q
+    there too)."""
+    return q.shape[1] if bonus == "nu" else min(q.shape[1], p.shape[1] - 1)
+
+
+def _mix_where_decided(scores: RoundScores, weight: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                       bonus: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """ν = ensemble_target(p, q, w) with w = weight(p, q) at the positions the rule decides (`_decided_positions`),
+    and p after them (w = 1); p everywhere when nothing was drafted (γ = 0)."""
+    p, q = scores.p, scores.q
+    if q is None:
+        return p, torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
+    g = _decided_positions(p, q, bonus)
+    q = q[:, :g].to(p.dtype)
+    w = torch.cat([weight(p[:, :g], q), torch.ones(p.shape[0], p.shape[1] - g, dtype=p.dtype, device=p.device)], 1)
+    return torch.cat([ensemble_target(p[:, :g], q, w[:, :g]), p[:, g:]], 1), w
+
+
 class CascadeRule(Rule):
     """SpecCascade (`cascade_weight`) at each draft position: ν_t = q_t where the draft is confident enough, p_t
     where it defers.
@@ -243,24 +270,13 @@ class CascadeRule(Rule):
     target."""
 
     def __init__(self, threshold: float, bonus: str = "nu"):
-        if bonus not in ("p", "nu"):
-            raise ValueError(f"bonus must be 'nu' (the ν-form) or 'p' (the bonus token from p), got {bonus!r}")
-        self.threshold, self.bonus = float(threshold), bonus
+        self.threshold, self.bonus = float(threshold), _bonus_form(bonus, "the bonus token from p")
         self.needs_bonus_q = bonus == "nu"
 
     def __call__(self, scores: RoundScores):
-        p = scores.p
         if self.bonus == "nu":
-            q = _q_full(scores)
-            w = cascade_weight(p, q, self.threshold)
-            return ensemble_target(p, q, w), w
-        if scores.q is None:  # γ = 0: nothing drafted, the target decides
-            return p, torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
-        g = min(scores.q.shape[1], p.shape[1] - 1)  # the draft positions (a proposer may hand over the bonus's q)
-        q = scores.q[:, :g].to(p.dtype)
-        w = torch.cat([cascade_weight(p[:, :g], q, self.threshold),
-                       torch.ones(p.shape[0], p.shape[1] - g, dtype=p.dtype, device=p.device)], 1)
-        return torch.cat([ensemble_target(p[:, :g], q, w[:, :g]), p[:, g:]], 1), w
+            _q_full(scores)  # the ν-form decides the bonus position too: it needs q there
+        return _mix_where_decided(scores, lambda p, q: cascade_weight(p, q, self.threshold), self.bonus)
 
 
 class ContrastiveRule(Rule):
@@ -389,22 +405,14 @@ class FuzzyRule(Rule):
     two agree, so every emitted token follows its ν (and the rule needs q at the bonus position)."""
 
     def __init__(self, threshold: float, divergence: str = "kl", bonus: str = "p"):
-        if bonus not in ("p", "nu"):
-            raise ValueError(f"bonus must be 'p' (the paper) or 'nu' (the ν-form), got {bonus!r}")
         fuzzy_weight(torch.ones(1), torch.ones(1), 0.0, divergence)  # validates the divergence's name
-        self.threshold, self.divergence, self.bonus = float(threshold), divergence, bonus
+        self.threshold, self.divergence = float(threshold), divergence
+        self.bonus = _bonus_form(bonus, "the paper")
         self.needs_bonus_q = bonus == "nu"
 
     def __call__(self, scores: RoundScores):
-        p, q = scores.p, scores.q
-        if q is None:  # γ = 0: nothing drafted, the target decides
-            return p, torch.ones(p.shape[:2], dtype=p.dtype, device=p.device)
-        # the paper's form decides the draft positions only, even when a proposer hands over q at the bonus too
-        g = q.shape[1] if self.bonus == "nu" else min(q.shape[1], p.shape[1] - 1)
-        q = q[:, :g].to(p.dtype)
-        w = fuzzy_weight(p[:, :g], q, self.threshold, self.divergence)
-        w = torch.cat([w, torch.ones(p.shape[0], p.shape[1] - g, dtype=p.dtype, device=p.device)], 1)
-        return torch.cat([ensemble_target(p[:, :g], q, w[:, :g]), p[:, g:]], 1), w
+        return _mix_where_decided(
+            scores, lambda p, q: fuzzy_weight(p, q, self.threshold, self.divergence), self.bonus)
 
 
 def typical_target(p: torch.Tensor, q: torch.Tensor, epsilon: float, delta: float) -> torch.Tensor:
@@ -428,18 +436,16 @@ class TypicalRule(Rule):
     def __init__(self, epsilon: float = 0.3, delta: float | None = None, bonus: str = "p"):
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
-        if bonus not in ("p", "nu"):
-            raise ValueError(f"bonus must be 'p' (Medusa) or 'nu' (the ν-form), got {bonus!r}")
         self.epsilon = float(epsilon)
         self.delta = float(epsilon ** 0.5 if delta is None else delta)  # Medusa's default: δ = sqrt(ε)
-        self.bonus = bonus
+        self.bonus = _bonus_form(bonus, "Medusa")
         self.needs_bonus_q = bonus == "nu"
 
     def __call__(self, scores: RoundScores):
         p, q = scores.p, scores.q
         if q is None or not scores.temperature:
             return p, None
-        g = q.shape[1] if self.bonus == "nu" else min(q.shape[1], p.shape[1] - 1)
+        g = _decided_positions(p, q, self.bonus)
         nu = typical_target(p[:, :g], q[:, :g].to(p.dtype), self.epsilon, self.delta)
         return torch.cat([nu, p[:, g:]], 1), None
 
