@@ -473,6 +473,13 @@ def fmt(x, spec: str = ".2f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def row_name(r: dict, gamma: int | None = None) -> str:
+    """A row's name in the tables; a row drafted at a γ other than `gamma` (the run's --gamma) is named with its γ."""
+    return r["method"] + (" +records" if r["records"] else "") + (" +slim draft" if r.get("slim") else "") \
+        + (f" γ={r['gamma']}" if gamma is not None and r["gamma"] and r["gamma"] != gamma else "") \
+        + (" (vs cd)" if r["base"] == "cd" else "")
+
+
 def table(rows: list[dict], gamma: int | None = None) -> str:
     """The rows as markdown; a row drafted at a γ other than `gamma` (the run's --gamma) is named with its γ."""
     head = ("| method | batch | tok/s | ms/token | × ar_target | × base | prefill | × ar_target (decode) | L | accept "
@@ -481,11 +488,8 @@ def table(rows: list[dict], gamma: int | None = None) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         sh = r["share"]
-        name = r["method"] + (" +records" if r["records"] else "") + (" +slim draft" if r.get("slim") else "") \
-            + (f" γ={r['gamma']}" if gamma is not None and r["gamma"] and r["gamma"] != gamma else "") \
-            + (" (vs cd)" if r["base"] == "cd" else "")
         lines.append(
-            f"| {name} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {fmt(r['vs_ar_target'])} "
+            f"| {row_name(r, gamma)} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_token']:.2f} | {fmt(r['vs_ar_target'])} "
             f"| {fmt(r['vs_base'])} | {100 * r['prefill_s'] / r['seconds']:.1f}% | {fmt(r['vs_ar_target_decode'])} "
             f"| {fmt(r['L']) if r['gamma'] else '-'} | {fmt(r['acceptance'])} | "
             f"{fmt(r['c'], '.3f')} | "
@@ -504,9 +508,7 @@ def paired_table(rows: list[dict], gamma: int | None = None) -> str:
     for r in rows:
         if not r.get("paired_base"):
             continue
-        name = r["method"] + (" +slim draft" if r.get("slim") else "") \
-            + (f" γ={r['gamma']}" if gamma is not None and r["gamma"] != gamma else "")
-        lines.append(f"| {name} | {r['batch']} | {fmt(r['vs_base_paired'])} | {fmt(r['vs_base_decode_paired'])} "
+        lines.append(f"| {row_name(r, gamma)} | {r['batch']} | {fmt(r['vs_base_paired'])} | {fmt(r['vs_base_decode_paired'])} "
                      f"| {fmt(r['model_speedup'])} | {fmt(r['measured_over_model_paired'])} "
                      f"| {fmt(r['measured_over_model_decode_paired'])} | {fmt(r['vs_base'])} "
                      f"| {fmt(r['measured_over_model_decode'])} |")
