@@ -8,6 +8,10 @@ beside the runs.
     python eval/frontier.py task=gsm8k data.split=validation frontier.baselines=[sd] \\
         'frontier.sweep_methods=[cascade]' frontier.grid=[0.5,0.85] out_dir=runs/val/gsm8k
     python eval/choose_start.py runs/val/gsm8k --lambda 0.1
+
+For an operating point instead of a training objective ("the most acceptance at SD's score"):
+`--keep-score-of sd --margin 0.02` chooses the candidate with the highest acceptance whose score is at least the
+reference run's minus the margin (point estimates on validation; the test set then says whether it held).
 """
 
 from __future__ import annotations
@@ -51,8 +55,8 @@ def overrides_of(c: dict) -> str:
     return out + (f" target.typical_epsilon={c['typical_epsilon']:g}" if c.get("typical_epsilon") else "")
 
 
-def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
-    """The candidate with the highest J = score + λ·acceptance (ties: higher acceptance), and all candidates."""
+def candidates(rows: list[dict], lam: float) -> list[dict]:
+    """The runs a head can start at, each with its start, score, acceptance and J = score + λ·acceptance."""
     cands = []
     for m in rows:
         start = start_of(m)
@@ -64,7 +68,26 @@ def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
     if not cands:
         raise ValueError("no run of sd, cascade, fsd (divergence=tv), static or typical with a task score here: run "
                          "the validation sweep first (see this file's docstring)")
-    cands.sort(key=lambda c: (c["J"], c["acceptance"]), reverse=True)
+    return cands
+
+
+def choose(rows: list[dict], lam: float) -> tuple[dict, list[dict]]:
+    """The candidate with the highest J = score + λ·acceptance (ties: higher acceptance), and all candidates."""
+    cands = sorted(candidates(rows, lam), key=lambda c: (c["J"], c["acceptance"]), reverse=True)
+    return cands[0], cands
+
+
+def choose_keeping_score(rows: list[dict], lam: float, ref: str, margin: float) -> tuple[dict, list[dict]]:
+    """The candidate with the highest acceptance (ties: higher score) whose score is ≥ the run `ref`'s score −
+    margin, and all candidates in that order. `ref` need not be a candidate itself (any run with a score)."""
+    scores = {m["label"]: m.get("task_score") for m in rows}
+    if scores.get(ref) is None:
+        raise ValueError(f"no run labelled {ref!r} with a task score among: {sorted(scores)}")
+    floor = scores[ref] - margin
+    cands = sorted(candidates(rows, lam), key=lambda c: (c["score"] >= floor - 1e-12, c["acceptance"], c["score"]),
+                   reverse=True)
+    if cands[0]["score"] < floor - 1e-12:
+        raise ValueError(f"no candidate scores within {margin:g} of {ref} ({scores[ref]:.3f})")
     return cands[0], cands
 
 
@@ -73,16 +96,25 @@ def main() -> None:
     ap.add_argument("dirs", nargs="+", help="eval/frontier.py output directories (validation prompts)")
     ap.add_argument("--lambda", dest="lam", type=float, required=True, help="the λ the head will be trained with")
     ap.add_argument("--out", type=Path, default=None, help="where to write the choice (default: DIRS[0]/choice.json)")
+    ap.add_argument("--keep-score-of", default=None, metavar="LABEL",
+                    help="choose the most acceptance whose score is within --margin of this run's instead of max J")
+    ap.add_argument("--margin", type=float, default=0.02, help="with --keep-score-of: score points allowed below it")
     args = ap.parse_args()
-    best, cands = choose(collect(args.dirs), args.lam)
+    rows = collect(args.dirs)
+    if args.keep_score_of is None:
+        best, cands = choose(rows, args.lam)
+    else:
+        best, cands = choose_keeping_score(rows, args.lam, args.keep_score_of, args.margin)
     print(f"| run | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
     for c in cands:
         print(f"| {c['label']} | {c['score']:.3f} | {c['acceptance']:.3f} | {c['J']:.4f} |")
     overrides = overrides_of(best)
     print(f"\nstart: {best['label']} -> python train/run.py ... lambda={args.lam:g} {overrides}")
     out = args.out or Path(args.dirs[0]) / "choice.json"
-    out.write_text(json.dumps({"lambda": args.lam, "best": best, "candidates": cands, "overrides": overrides},
-                              indent=2))
+    criterion = ("max J" if args.keep_score_of is None
+                 else f"max acceptance at score >= {args.keep_score_of} - {args.margin:g}")
+    out.write_text(json.dumps({"lambda": args.lam, "criterion": criterion, "best": best, "candidates": cands,
+                               "overrides": overrides}, indent=2))
 
 
 if __name__ == "__main__":

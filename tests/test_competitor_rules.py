@@ -311,3 +311,27 @@ def test_choose_start_maximises_the_training_objective_on_validation():
     assert "typical(eps=0.1, delta=0.9)" not in {c["label"] for c in cands}
     assert overrides_of(best) == "head.init_rule=cascade head.init_knob=1 target.typical_epsilon=0.3"
     assert overrides_of(cands[1]) == "head.init_rule=cascade head.init_knob=-1"
+
+
+def test_choose_keeping_score_takes_the_most_acceptance_within_the_margin_of_the_reference():
+    from eval.choose_start import choose_keeping_score
+
+    def row(method, label, score, acc, **params):
+        return {"method": method, "label": label, "task_score": score, "acceptance_rate": acc, "params": params}
+
+    rows = [row("sd", "sd", 0.344, 0.765),
+            row("typical", "typical(eps=0.1,nu)", 0.453, 0.859, epsilon=0.1),
+            row("typical", "typical(eps=0.03,nu)", 0.330, 0.900, epsilon=0.03),
+            row("cascade", "cascade(t=0.3)", 0.219, 0.963, threshold=0.3),
+            row("fsd", "fsd(kl<=4)", 0.40, 0.99, threshold=4.0, divergence="kl")]  # not expressible: never chosen
+    best, cands = choose_keeping_score(rows, 0.1, "sd", 0.02)  # floor 0.324: ε = 0.03 is in, cascade out
+    assert best["label"] == "typical(eps=0.03,nu)" and best["typical_epsilon"] == 0.03
+    assert [c["label"] for c in cands][-1] == "cascade(t=0.3)"
+    best, _ = choose_keeping_score(rows, 0.1, "sd", 0.0)  # ε = 0.03 is 1.4 points below SD: out
+    assert best["label"] == "typical(eps=0.1,nu)"
+    best, _ = choose_keeping_score(rows, 0.1, "sd", 0.2)
+    assert best["label"] == "cascade(t=0.3)"
+    with pytest.raises(ValueError, match="no run labelled 'ar_target'"):
+        choose_keeping_score(rows, 0.1, "ar_target", 0.02)
+    with pytest.raises(ValueError, match="no candidate scores within"):
+        choose_keeping_score([rows[0], rows[3], rows[4]], 0.1, "fsd(kl<=4)", 0.0)  # a reference that is no start
