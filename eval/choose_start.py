@@ -105,6 +105,8 @@ def main() -> None:
         best, cands = choose(rows, args.lam)
     else:
         best, cands = choose_keeping_score(rows, args.lam, args.keep_score_of, args.margin)
+    if args.keep_score_of is not None:
+        print(f"order: the most acceptance at score >= {args.keep_score_of}'s - {args.margin:g}, then the rest")
     print(f"| run | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
     for c in cands:
         print(f"| {c['label']} | {c['score']:.3f} | {c['acceptance']:.3f} | {c['J']:.4f} |")

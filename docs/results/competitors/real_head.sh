@@ -31,6 +31,9 @@
 # candidate with the highest validation acceptance whose validation accuracy is ≥ SD's − 2 points
 # (eval/choose_start.py --keep-score-of sd --margin 0.02; choice_loose.json); test_loose decodes that rule's ν-form on
 # the 200 test problems (nothing is trained: 13 steps from ε = 0.1 found nothing the gate could see).
+# (Validation then chose ε = 0.1 again, already on the test as the shipped head, so test_loose was not run. Added
+# after that choice: test_eps_a / test_eps_b decode ε = 0.03 and 0.01 on the test problems anyway, one per core, as
+# points of typical's ν-form sweep for the test envelope: exploratory for the bar, since validation did not pick them.)
 # Usage: bash docs/results/competitors/real_head.sh TASK STEP [VARIANT]   (TASK: mbpp | gsm8k; STEP as above;
 # VARIANT: flip (default) | typical). Resumable.
 set -euo pipefail
@@ -99,6 +102,10 @@ case $STEP in
     timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
         "out_dir='$T/typical(eps=$EPS,nu)'"
     $PY eval/pool.py $T --ref "typical(eps=$EPS,nu)" --partial ;;
+  test_eps_a|test_eps_b)
+    EPS=$([[ $STEP == test_eps_a ]] && echo 0.03 || echo 0.01)
+    timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
+        "out_dir='$T/typical(eps=$EPS,nu)'" ;;
   train)
     OVR=$($PY -c "import json; print(json.load(open('$CHOICE'))['overrides'])")
     [ -f $RUN/head/config.json ] || timed $PY train/run.py "${MODEL[@]}" \
@@ -125,7 +132,7 @@ case $STEP in
           "out_dir='$T/typical(eps=$EPS,nu)'"
     fi
     $PY eval/pool.py $T --ref "selected($(basename $RUN))" ;;
-  *) echo "real_head.sh: STEP is val_a, val_b, val_c, wide, choose, loose_a, loose_b, choose_loose, test_loose, train," \
-          "select_a, select_b, select or test" >&2
+  *) echo "real_head.sh: STEP is val_a, val_b, val_c, wide, choose, loose_a, loose_b, choose_loose, test_loose, test_eps_a," \
+          "test_eps_b, train, select_a, select_b, select or test" >&2
      exit 2 ;;
 esac
