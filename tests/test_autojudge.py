@@ -212,3 +212,54 @@ def test_mining_continues_after_a_kill_to_the_uninterrupted_result(micro_trio, t
         torch.testing.assert_close(resumed[k], whole[k], atol=1e-5, rtol=0)
     assert {k: v for k, v in resumed["stats"].items() if k != "seconds"} == \
         {k: v for k, v in whole["stats"].items() if k != "seconds"}
+
+
+def test_a_shard_mines_its_prompts_under_their_global_ids_and_shard_zero_is_the_unsharded_draw(micro_trio):
+    from train.autojudge import merge_mined
+
+    models, task, prompts, refs = _mining_inputs(micro_trio)
+    kw = dict(task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20, temperature=1.0, batch_size=2,
+              seed=0, progress=False)
+    first = mine(models, prompts[:3], refs[:3], **kw)
+    shard0 = mine(models, prompts[:3], refs[:3], **kw, first_index=0)
+    shard1 = mine(models, prompts[3:], refs[3:], **kw, first_index=3)
+    for k in ("label", "prompt", "position", "gap"):
+        assert torch.equal(shard0[k], first[k])
+    assert len(shard1["prompt"]) > 0 and set(shard1["prompt"].tolist()) <= {3, 4, 5}
+    merged = merge_mined([shard0, shard1])
+    assert torch.equal(merged["prompt"], torch.cat([shard0["prompt"], shard1["prompt"]]))
+    assert merged["h_p"].shape == (len(merged["label"]), models.target.hidden_size)
+    assert merged["stats"]["forks"] == shard0["stats"]["forks"] + shard1["stats"]["forks"] == len(merged["label"])
+
+
+def test_autojudge_cli_mines_shards_in_separate_processes_then_merges_and_fits(micro_trio, tmp_path):
+    run_dir = tmp_path / "aj"
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"}
+    args = [sys.executable, "train/autojudge.py", "task=gsm8k", f"model.dir={micro_trio}", "mine.prompts=16",
+            "mine.max_new_tokens=20", "mine.batch_size=4", "fit.steps=20", "mine.shards=2",
+            f"hydra.run.dir={run_dir}"]
+
+    def run(*extra):
+        return subprocess.run([*args, *extra], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+
+    p = run("mine.shard=1")  # a shard mines its part, saves it and stops: no fit, no export
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    part1 = torch.load(run_dir / "mined.shard1of2.pt", weights_only=False)
+    assert part1["signature"]["shard"] == [1, 2] and set(part1["prompt"].tolist()) <= set(range(8, 16))
+    assert not (run_dir / "head").exists() and not (run_dir / "mined.pt").exists()
+    p = run("mine.shard=2")
+    assert p.returncode != 0 and "not one of the 2 shards" in p.stderr
+    p = run()  # the merging run mines the missing shard 0 itself, reuses shard 1, then fits and exports
+    assert p.returncode == 0 and "shard 1 of 2: reusing" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+    mining = json.loads((run_dir / "mining.json").read_text())
+    part0 = torch.load(run_dir / "mined.shard0of2.pt", weights_only=False)
+    assert mining["mined"] == mining["forks"] == len(part0["label"]) + len(part1["label"])
+    merged = torch.load(run_dir / "mined.pt", weights_only=False)
+    assert torch.equal(merged["prompt"], torch.cat([part0["prompt"], part1["prompt"]]))
+    assert (run_dir / "head" / "config.json").exists()
+    # a shard file of other settings is refused, and left as it was
+    (run_dir / "mined.pt").unlink()
+    before = (run_dir / "mined.shard1of2.pt").read_bytes()
+    p = run("mine.per_prompt=2")
+    assert p.returncode != 0 and "mined.shard0of2.pt was mined with other settings" in p.stderr, p.stderr[-2000:]
+    assert (run_dir / "mined.shard1of2.pt").read_bytes() == before

@@ -106,6 +106,14 @@ def concat_mined(out: dict[str, list[torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {k: torch.cat(v) if v else torch.zeros(0) for k, v in out.items()}
 
 
+def merge_mined(parts: list[dict]) -> dict:
+    """Shards' mined mismatches as one result: their fields concatenated in shard order, their counts summed."""
+    keys = [k for k in parts[0] if k not in ("stats", "signature")]
+    data = {k: torch.cat([d[k] for d in parts]) for k in keys}
+    data["stats"] = {k: sum(d["stats"][k] for d in parts) for k in parts[0]["stats"]}
+    return data
+
+
 def check_mined_with(path: Path, old: dict | None, new: dict | None) -> None:
     """Refuse mined mismatches (whole or a checkpoint) whose settings signature differs from this run's."""
     if old == new:
@@ -120,7 +128,7 @@ def check_mined_with(path: Path, old: dict | None, new: dict | None) -> None:
 def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: int, max_new_tokens: int,
          temperature: float, batch_size: int, seed: int, progress: bool = True, label: str = "reward",
          selfjudge: dict | None = None, checkpoint: Path | None = None,
-         signature: dict | None = None) -> dict[str, torch.Tensor]:
+         signature: dict | None = None, first_index: int = 0) -> dict[str, torch.Tensor]:
     """Mismatch examples: head inputs (h_q, h_p, feats), label important (1) / not (0), TV(p, q), and the gap that
     made the label. label="reward" (AutoJudge): the swap's change of task reward, important iff it is not 0.
     label="selfjudge": `selfjudge_harm` (nats/token), important iff it exceeds selfjudge["threshold"]; no forks
@@ -128,7 +136,11 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
 
     checkpoint: a file the mined batches are saved to after each batch (with `signature`, the settings they were
     mined with), and continued from when it exists: mining a real pair on CPU takes hours, longer than a session.
-    A checkpoint of other settings is refused. The caller removes it once the whole result is saved."""
+    A checkpoint of other settings is refused. The caller removes it once the whole result is saved.
+
+    first_index: the index of prompts[0] among all the mined prompts, when these are one shard of them: the
+    mismatches' prompt ids and the forks' seeds are then global, and the positions are drawn with seed + first_index
+    (0: the unsharded run's draw)."""
     if label not in ("reward", "selfjudge"):
         raise ValueError(f"mine.label must be 'reward' (AutoJudge) or 'selfjudge', got {label!r}")
     sj = {"window": 20, "threshold": 0.5, **(selfjudge or {})}
@@ -140,7 +152,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
     from train.forks import run_forks
     from train.rollout import cut_at_stop
 
-    rng = random.Random(seed)
+    rng = random.Random(seed + first_index)
     eos = models.tokenizer.eos_token_id
     # chat models: rows end at the task's chat stop, as evaluation and the trainer end them (mismatches after it
     # are never decoded there, and the texts scored must be the ones evaluation scores)
@@ -201,7 +213,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
             else:
                 f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
                               max_new_tokens=max_new_tokens, temperature=temperature, stops=stops,
-                              seed=seed + start, cut_at_stop=cut, continuation="greedy_target",
+                              seed=seed + first_index + start, cut_at_stop=cut, continuation="greedy_target",
                               fork_tokens=(x_plus, torch.tensor(x_minus), tv))
                 gap = f.g_plus - f.g_minus
                 important = (gap != 0).float()
@@ -212,7 +224,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
             out["label"].append(important)
             out["tv"].append(tv)
             out["gap"].append(gap)
-            out["prompt"].append(torch.tensor([start + b for b, _ in positions]))  # fit splits by prompt
+            out["prompt"].append(torch.tensor([first_index + start + b for b, _ in positions]))  # fit splits by it
             out["position"].append(ts)
             stats["forks"] += len(positions)
         stats["seconds"] += time.perf_counter() - t_batch
@@ -318,7 +330,15 @@ def main(cfg: DictConfig) -> None:
     signature = {"task": task.name, "data": ex.source, "models": models.names(), "seed": int(cfg.seed),
                  "model_fingerprints": models.fingerprints(("target", "draft")),
                  "chat_stop": chat.pattern if chat is not None else None,
-                 "temperature": float(cfg.temperature), "mine": OmegaConf.to_container(cfg.mine, resolve=True)}
+                 "temperature": float(cfg.temperature),
+                 # which shard a process mines is not a setting of the result (the merge checks each shard's)
+                 "mine": {k: v for k, v in OmegaConf.to_container(cfg.mine, resolve=True).items() if k != "shard"}}
+    n_shards, only = int(cfg.mine.get("shards") or 1), cfg.mine.get("shard")
+    if only is not None and not 0 <= int(only) < n_shards:
+        raise ValueError(f"mine.shard={only} is not one of the {n_shards} shards (0 .. {n_shards - 1})")
+    if only is not None and mined.exists():
+        log.info(f"[autojudge] {mined} is already merged: shard {only} has nothing to mine")
+        return
     if mined.exists():
         data = torch.load(mined, weights_only=False)
         old = data.get("signature")
@@ -330,18 +350,40 @@ def main(cfg: DictConfig) -> None:
         log.info(f"[autojudge] reusing {mined} ({len(data['label'])} mismatches)")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        partial = run_dir / "mined.partial.pt"  # every mined batch, so that a killed run continues
-        data = mine(models, prompts, refs, task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
-                    per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
-                    max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
-                    temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed),
-                    label=str(cfg.mine.get("label", "reward")),
-                    selfjudge=OmegaConf.to_container(cfg.mine.selfjudge) if cfg.mine.get("selfjudge") else None,
-                    checkpoint=partial, signature=signature)
+        mine_kw = dict(task=task, reward_opts=OmegaConf.to_container(opts) if opts else {},
+                       per_prompt=int(cfg.mine.per_prompt), gamma=int(cfg.mine.gamma),
+                       max_new_tokens=int(cfg.mine.max_new_tokens or cfg.task.max_new_tokens),
+                       temperature=float(cfg.temperature), batch_size=int(cfg.mine.batch_size), seed=int(cfg.seed),
+                       label=str(cfg.mine.get("label", "reward")),
+                       selfjudge=OmegaConf.to_container(cfg.mine.selfjudge) if cfg.mine.get("selfjudge") else None)
+        parts = []
+        # shards: contiguous parts of the prompts, each mined by its own process (`mine.shard=k`, one per core) and
+        # saved apart; the run without mine.shard merges them (mining any that is missing itself), then fits
+        for k in range(n_shards) if only is None else [int(only)]:
+            lo, hi = k * len(prompts) // n_shards, (k + 1) * len(prompts) // n_shards
+            name = "mined" if n_shards == 1 else f"mined.shard{k}of{n_shards}"
+            sig_k = signature if n_shards == 1 else {**signature, "shard": [k, n_shards]}
+            part = run_dir / f"{name}.pt"
+            if n_shards > 1 and part.exists():
+                d = torch.load(part, weights_only=False)
+                check_mined_with(part, d.get("signature"), sig_k)
+                log.info(f"[autojudge] shard {k} of {n_shards}: reusing {part}")
+            else:
+                d = mine(models, prompts[lo:hi], refs[lo:hi], **mine_kw, checkpoint=run_dir / f"{name}.partial.pt",
+                         signature=sig_k, first_index=lo)
+                if n_shards > 1:
+                    d["signature"] = sig_k
+                    atomic_torch_save(d, part)
+                    (run_dir / f"{name}.partial.pt").unlink(missing_ok=True)
+            parts.append(d)
+        if only is not None:
+            log.info(f"[autojudge] shard {only} of {n_shards} mined; run without mine.shard to merge and fit")
+            return
+        data = parts[0] if n_shards == 1 else merge_mined(parts)
         t_mine = float(data["stats"]["seconds"])  # summed over every run that mined a part
         data["signature"] = signature
         atomic_torch_save(data, mined)
-        partial.unlink(missing_ok=True)
+        (run_dir / "mined.partial.pt").unlink(missing_ok=True)
     n, gap = len(data["label"]), data["gap"]
     summary = {**data["stats"], "mined": n, "important_share": float(data["label"].mean()) if n else None,
                "gap_plus": int((gap > 0).sum()) if n else 0, "gap_minus": int((gap < 0).sum()) if n else 0,

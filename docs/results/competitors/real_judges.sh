@@ -17,6 +17,10 @@
 # Resumable: mining saves every batch (runs/.../mined.partial.pt; GSM8K's 128 problems take ~2-3 h on one thread,
 # measured 86 s a problem before the own-token branch was read from the completion's pass), the mined mismatches are
 # saved before the fit, and each evaluation resumes. Needs `make real-models`.
+# GSM8K with reward labels (changed 2026-12-07, before any of it was mined): its ~3 h of mining is split into two
+# contiguous halves of the 128 problems, one process per core (mine.shards=2; the second half's positions are drawn
+# from seed + 64), then merged and fitted, so that mining and the test fit one session; EVAL_THREADS (default 1)
+# sets the test's threads.
 # Usage: bash docs/results/competitors/real_judges.sh TASK [selfjudge | reward]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
@@ -37,12 +41,23 @@ NAME=$([ "$LABEL" == reward ] && echo autojudge || echo selfjudge)
 R=runs/competitors/real_$TASK
 J=$R/$NAME
 t0=$SECONDS
-[ -f $J/head/config.json ] || nice -n 5 $PY train/autojudge.py task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" \
-  "data.holdout=$HOLD" mine.prompts=128 mine.max_new_tokens=$MAX mine.batch_size=8 \
-  mine.label=$LABEL head.use_hidden=false num_threads=1 hydra.run.dir=$J
+mkdir -p $R
+SHARDS=$([[ $TASK == gsm8k && $LABEL == reward ]] && echo 2 || echo 1)
+MINE=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" "data.holdout=$HOLD" mine.prompts=128 mine.max_new_tokens=$MAX
+      mine.batch_size=8 mine.label=$LABEL mine.shards=$SHARDS head.use_hidden=false num_threads=1 hydra.run.dir=$J)
+if [ ! -f $J/head/config.json ]; then
+  if (( SHARDS > 1 )); then  # one process per shard, then the merging run below fits
+    PIDS=()
+    for ((k = 0; k < SHARDS; k++)); do
+      nice -n 5 $PY train/autojudge.py "${MINE[@]}" mine.shard=$k > $R/${NAME}_shard$k.log 2>&1 & PIDS+=($!)
+    done
+    for p in "${PIDS[@]}"; do wait $p; done
+  fi
+  nice -n 5 $PY train/autojudge.py "${MINE[@]}"
+fi
 echo "[real_judges.sh] $TASK $NAME mining and fit took $((SECONDS - t0)) s"
 EV=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" eval.max_new_tokens=$MAX task.data.seed=11 seed=12
-    eval.num_samples=$NTEST eval.batch_size=8 num_threads=1 eval.progress=false resume=true temperature=1.0
+    eval.num_samples=$NTEST eval.batch_size=8 num_threads=${EVAL_THREADS:-1} eval.progress=false resume=true temperature=1.0
     method=autojudge head=$J/head)
 for T in "${TS[@]}"; do
   t0=$SECONDS
