@@ -3,6 +3,10 @@
     python train/autojudge.py task=gsm8k                    # mine, fit, export <run dir>/head
     python train/autojudge.py task=cnndm mine.label=selfjudge   # SelfJudge's labels: no task reward needed
     python eval/run.py task=gsm8k method=autojudge head=<run dir>/head [method.threshold=0.3]
+    # hours of mining on a real pair: one process per core, each mining a part, then the same run without
+    # mine.shard merges the parts and fits (hydra.run.dir the same for all three)
+    python train/autojudge.py ... mine.shards=2 mine.shard=0 & python train/autojudge.py ... mine.shards=2 mine.shard=1
+    python train/autojudge.py ... mine.shards=2
 
 1. Mine: decode the training prompts with the target's greedy decoding; at positions where the draft's greedy token
    differs from the target's, swap the draft token in and let the target continue greedily (the same counterfactual
