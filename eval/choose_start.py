@@ -103,9 +103,10 @@ def main() -> None:
     rows = collect(args.dirs)
     if args.keep_score_of is None:
         best, cands = choose(rows, args.lam)
+        criterion = "max J"
     else:
         best, cands = choose_keeping_score(rows, args.lam, args.keep_score_of, args.margin)
-    if args.keep_score_of is not None:
+        criterion = f"max acceptance at score >= {args.keep_score_of} - {args.margin:g}"
         print(f"order: the most acceptance at score >= {args.keep_score_of}'s - {args.margin:g}, then the rest")
     print(f"| run | score | acceptance | J = score + {args.lam:g}·acceptance |\n|---|---|---|---|")
     for c in cands:
@@ -113,8 +114,6 @@ def main() -> None:
     overrides = overrides_of(best)
     print(f"\nstart: {best['label']} -> python train/run.py ... lambda={args.lam:g} {overrides}")
     out = args.out or Path(args.dirs[0]) / "choice.json"
-    criterion = ("max J" if args.keep_score_of is None
-                 else f"max acceptance at score >= {args.keep_score_of} - {args.margin:g}")
     out.write_text(json.dumps({"lambda": args.lam, "criterion": criterion, "best": best, "candidates": cands,
                                "overrides": overrides}, indent=2))
 
