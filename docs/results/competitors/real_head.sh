@@ -34,6 +34,13 @@
 # (Validation then chose ε = 0.1 again, already on the test as the shipped head, so test_loose was not run. Added
 # after that choice: test_eps_a / test_eps_b decode ε = 0.03 and 0.01 on the test problems anyway, one per core, as
 # points of typical's ν-form sweep for the test envelope: exploratory for the bar, since validation did not pick them.)
+# VAL200 (added 2026-12-07, after the exploratory test rows above showed ε = 0.03 level with ε = 0.1 where the 64
+# validation problems had put it 11 points below; the candidates and the criterion are choose_loose's, unchanged, and
+# the choice's test row is reported whichever it is): the same choice on 200 new validation problems (data seed 15,
+# decoding seed 16; holding out the 200 test and the 64 validation problems; they overlap the shipped head's
+# training problems, which does not matter for choosing among training-free rules): val200_a decodes sd then
+# typical's ν-form at ε = 0.03, val200_b the ν-form at ε = 0.1 then 0.01 (one per core; records in $R/val200, kept
+# in the repository, so a part cut by a session's end resumes); choose_val200 writes choice_val200.json.
 # Usage: bash docs/results/competitors/real_head.sh TASK STEP [VARIANT]   (TASK: mbpp | gsm8k; STEP as above;
 # VARIANT: flip (default) | typical). Resumable.
 set -euo pipefail
@@ -102,6 +109,18 @@ case $STEP in
     timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
         "out_dir='$T/typical(eps=$EPS,nu)'"
     $PY eval/pool.py $T --ref "typical(eps=$EPS,nu)" --partial ;;
+  val200_a|val200_b)
+    V200=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" task.data.seed=15 seed=16
+          eval.num_samples=200 eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
+    if [[ $STEP == val200_a ]]; then
+      timed $PY eval/run.py "${V200[@]}" method=sd out_dir=$R/val200/sd; EPSS=(0.03)
+    else EPSS=(0.1 0.01); fi
+    for EPS in "${EPSS[@]}"; do
+      timed $PY eval/run.py "${V200[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
+          "out_dir='$R/val200/typical(eps=$EPS,nu)'"
+    done ;;
+  choose_val200) $PY eval/choose_start.py $R/val200 --lambda 0.1 --keep-score-of sd --margin 0.02 \
+                     --out $R/choice_val200.json ;;
   test_eps_a|test_eps_b)
     EPS=$([[ $STEP == test_eps_a ]] && echo 0.03 || echo 0.01)
     timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
@@ -133,6 +152,6 @@ case $STEP in
     fi
     $PY eval/pool.py $T --ref "selected($(basename $RUN))" ;;
   *) echo "real_head.sh: STEP is val_a, val_b, val_c, wide, choose, loose_a, loose_b, choose_loose, test_loose, test_eps_a," \
-          "test_eps_b, train, select_a, select_b, select or test" >&2
+          "test_eps_b, val200_a, val200_b, choose_val200, train, select_a, select_b, select or test" >&2
      exit 2 ;;
 esac
