@@ -218,13 +218,16 @@ def test_a_shard_mines_its_prompts_under_their_global_ids_and_shard_zero_is_the_
     from train.autojudge import merge_mined
 
     models, task, prompts, refs = _mining_inputs(micro_trio)
-    kw = dict(task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20, temperature=1.0, batch_size=2,
+    # batches of 3: the unsharded run's first batch is exactly shard 0's prompts
+    kw = dict(task=task, reward_opts={}, per_prompt=2, gamma=3, max_new_tokens=20, temperature=1.0, batch_size=3,
               seed=0, progress=False)
-    first = mine(models, prompts[:3], refs[:3], **kw)
+    whole = mine(models, prompts, refs, **kw)
     shard0 = mine(models, prompts[:3], refs[:3], **kw, first_index=0)
     shard1 = mine(models, prompts[3:], refs[3:], **kw, first_index=3)
+    in_first = whole["prompt"] < 3
+    assert in_first.any()
     for k in ("label", "prompt", "position", "gap"):
-        assert torch.equal(shard0[k], first[k])
+        assert torch.equal(shard0[k], whole[k][in_first])
     assert len(shard1["prompt"]) > 0 and set(shard1["prompt"].tolist()) <= {3, 4, 5}
     merged = merge_mined([shard0, shard1])
     assert torch.equal(merged["prompt"], torch.cat([shard0["prompt"], shard1["prompt"]]))

@@ -112,8 +112,7 @@ def concat_mined(out: dict[str, list[torch.Tensor]]) -> dict[str, torch.Tensor]:
 
 def merge_mined(parts: list[dict]) -> dict:
     """Shards' mined mismatches as one result: their fields concatenated in shard order, their counts summed."""
-    keys = [k for k in parts[0] if k not in ("stats", "signature")]
-    data = {k: torch.cat([d[k] for d in parts]) for k in keys}
+    data = concat_mined({k: [d[k] for d in parts] for k in parts[0] if k not in ("stats", "signature")})
     data["stats"] = {k: sum(d["stats"][k] for d in parts) for k in parts[0]["stats"]}
     return data
 
@@ -337,8 +336,9 @@ def main(cfg: DictConfig) -> None:
                  "temperature": float(cfg.temperature),
                  # which shard a process mines is not a setting of the result (the merge checks each shard's)
                  "mine": {k: v for k, v in OmegaConf.to_container(cfg.mine, resolve=True).items() if k != "shard"}}
-    n_shards, only = int(cfg.mine.get("shards") or 1), cfg.mine.get("shard")
-    if only is not None and not 0 <= int(only) < n_shards:
+    n_shards = int(cfg.mine.get("shards") or 1)
+    only = None if cfg.mine.get("shard") is None else int(cfg.mine.shard)
+    if only is not None and not 0 <= only < n_shards:
         raise ValueError(f"mine.shard={only} is not one of the {n_shards} shards (0 .. {n_shards - 1})")
     if only is not None and mined.exists():
         log.info(f"[autojudge] {mined} is already merged: shard {only} has nothing to mine")
@@ -363,7 +363,7 @@ def main(cfg: DictConfig) -> None:
         parts = []
         # shards: contiguous parts of the prompts, each mined by its own process (`mine.shard=k`, one per core) and
         # saved apart; the run without mine.shard merges them (mining any that is missing itself), then fits
-        for k in range(n_shards) if only is None else [int(only)]:
+        for k in range(n_shards) if only is None else [only]:
             lo, hi = k * len(prompts) // n_shards, (k + 1) * len(prompts) // n_shards
             name = "mined" if n_shards == 1 else f"mined.shard{k}of{n_shards}"
             sig_k = signature if n_shards == 1 else {**signature, "shard": [k, n_shards]}
