@@ -83,10 +83,13 @@ def choose_keeping_score(rows: list[dict], lam: float, ref: str, margin: float) 
     scores = {m["label"]: m.get("task_score") for m in rows}
     if scores.get(ref) is None:
         raise ValueError(f"no run labelled {ref!r} with a task score among: {sorted(scores)}")
-    floor = scores[ref] - margin
-    cands = sorted(candidates(rows, lam), key=lambda c: (c["score"] >= floor - 1e-12, c["acceptance"], c["score"]),
-                   reverse=True)
-    if cands[0]["score"] < floor - 1e-12:
+    floor = scores[ref] - margin - 1e-12  # a score exactly at the margin is in, whatever the float rounding
+
+    def keeps(c: dict) -> bool:
+        return c["score"] >= floor
+
+    cands = sorted(candidates(rows, lam), key=lambda c: (keeps(c), c["acceptance"], c["score"]), reverse=True)
+    if not keeps(cands[0]):
         raise ValueError(f"no candidate scores within {margin:g} of {ref} ({scores[ref]:.3f})")
     return cands[0], cands
 
