@@ -41,8 +41,13 @@
 # training problems, which does not matter for choosing among training-free rules): val200_a decodes sd then
 # typical's ν-form at ε = 0.03, val200_b the ν-form at ε = 0.1 then 0.01 (one per core; records in $R/val200, kept
 # in the repository, so a part cut by a session's end resumes); choose_val200 writes choice_val200.json.
+# VARIANT val200 (added 2026-12-07 after choose_val200 chose typical's ν-form at ε = 0.01, before any of its runs):
+# train as above from choice_val200.json, its training problems holding out the 200 validation problems too; the gate
+# on those 200 (not the 64, which cannot rank this family): the rule (select_a) against the last checkpoint
+# (select_b), one per core (~70 min each), so training and gate fit one session (a head's run does not outlive it);
+# select then test as above, into head_val200/, val_heads_val200_{a,b} and "selected(head_val200)".
 # Usage: bash docs/results/competitors/real_head.sh TASK STEP [VARIANT]   (TASK: mbpp | gsm8k; STEP as above;
-# VARIANT: flip (default) | typical). Resumable.
+# VARIANT: flip (default) | typical | val200). Resumable.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
@@ -67,13 +72,19 @@ case $VARIANT in
   flip) RUN=$HEADS_DIR/head_flip; CHOICE=$R/choice.json; VALS=($R/val_a $R/val_b); VH=$R/val_heads ;;
   typical) RUN=$HEADS_DIR/head_typical; CHOICE=$R/choice_typical.json; VALS=($R/val_a $R/val_b $R/val_c)
            VH=$R/val_heads_typical ;;
-  *) echo "real_head.sh: VARIANT is flip or typical" >&2; exit 2 ;;
+  val200) RUN=$HEADS_DIR/head_val200; CHOICE=$R/choice_val200.json; VALS=($R/val200); VH=$R/val_heads_val200 ;;
+  *) echo "real_head.sh: VARIANT is flip, typical or val200" >&2; exit 2 ;;
 esac
 MODEL=(task=$TASK model=qwen25coder_15b_05b "${DATA[@]}" num_threads=1)
 VAL=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11}]" task.data.seed=13 seed=14 eval.num_samples=64
      eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
 TEST=("${MODEL[@]}" temperature=1.0 task.data.seed=11 seed=12 eval.num_samples=$NTEST eval.max_new_tokens=$TOK
       eval.batch_size=8 eval.progress=false resume=true)
+V200=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" task.data.seed=15 seed=16
+      eval.num_samples=200 eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
+# training holds out the test and every validation draw it is chosen on (data.holdout drops them in this order)
+HOLD="[{n:$NTEST,seed:11},{n:64,seed:13}]"
+if [[ $VARIANT == val200 ]]; then HOLD="[{n:$NTEST,seed:11},{n:64,seed:13},{n:200,seed:15}]"; fi
 timed() { local t0=$SECONDS; nice -n 5 "$@"; echo "[real_head.sh] $TASK $STEP took $((SECONDS - t0)) s"; }
 case $STEP in
   val_a) timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_a 'frontier.baselines=[sd]' 'frontier.grid=[0.0]' \
@@ -110,8 +121,6 @@ case $STEP in
         "out_dir='$T/typical(eps=$EPS,nu)'"
     $PY eval/pool.py $T --ref "typical(eps=$EPS,nu)" --partial ;;
   val200_a|val200_b)
-    V200=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" task.data.seed=15 seed=16
-          eval.num_samples=200 eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
     if [[ $STEP == val200_a ]]; then
       timed $PY eval/run.py "${V200[@]}" method=sd out_dir=$R/val200/sd; EPSS=(0.03)
     else EPSS=(0.1 0.01); fi
@@ -128,16 +137,20 @@ case $STEP in
   train)
     OVR=$($PY -c "import json; print(json.load(open('$CHOICE'))['overrides'])")
     [ -f $RUN/head/config.json ] || timed $PY train/run.py "${MODEL[@]}" \
-        "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
+        "data.holdout=$HOLD" lambda=0.1 $OVR head.init_mode=flip head.use_hidden=false \
         algo.lr=0.03 \
         rollout.prompts_per_step=8 rollout.samples_per_prompt=1 rollout.max_new_tokens=$TOK train.steps=200 \
         train.max_minutes=45 checkpoint.every=$EVERY checkpoint.keep=10 logger=disabled progress=false resume=true \
         hydra.run.dir=$RUN ;;
   select_a|select_b)  # the candidates split over the two cores (every other one), then `choose`s them
     HALF=$([[ $STEP == select_a ]] && echo 1 || echo 0)
-    HEADS=$(flock $RUN/.export.lock $PY eval/choose_head.py export $RUN | tr , '\n' | awk -v k=$HALF 'NR % 2 == k' |
-            paste -sd, -)
-    timed $PY eval/frontier.py "${VAL[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
+    ALL=$(flock $RUN/.export.lock $PY eval/choose_head.py export $RUN | tr , '\n')  # rule, start, checkpoints
+    if [[ $VARIANT == val200 ]]; then  # the rule on one core, the last checkpoint on the other, on the 200
+      HEADS=$(if [[ $STEP == select_a ]]; then head -n 1 <<< "$ALL"; else tail -n 1 <<< "$ALL"; fi); GATE=("${V200[@]}")
+    else
+      HEADS=$(awk -v k=$HALF 'NR % 2 == k' <<< "$ALL" | paste -sd, -); GATE=("${VAL[@]}")
+    fi
+    timed $PY eval/frontier.py "${GATE[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
         out_dir=${VH}_${STEP#select_} ;;
   select) $PY eval/choose_head.py choose ${VH}_a ${VH}_b --lambda 0.1 --out $RUN/selected.json
     # the choice is a record too: GSM8K keeps it beside its other records (MBPP's R already is the run's folder)
@@ -145,7 +158,7 @@ case $STEP in
   test)
     HEAD=$($PY -c "import json; print(json.load(open('$RUN/selected.json'))['best']['head'])")
     timed $PY eval/run.py "${TEST[@]}" method=diversed head=$HEAD "out_dir='$T/selected($(basename $RUN))'"
-    if [[ $VARIANT == typical ]]; then  # the start's own rule (typical's ν-form, bonus from ν) joins the envelope
+    if [[ $VARIANT != flip ]]; then  # the start's own rule (typical's ν-form, bonus from ν) joins the envelope
       EPS=$($PY -c "import json; print(json.load(open('$CHOICE'))['best']['typical_epsilon'])")
       timed $PY eval/run.py "${TEST[@]}" method=typical method.epsilon=$EPS method.bonus=nu \
           "out_dir='$T/typical(eps=$EPS,nu)'"
