@@ -210,9 +210,11 @@ def above_rule_envelope(data: dict[str, dict], head: str, methods: dict[str, str
     """The head's score minus the upper envelope (envelope_at) of every training-free rule point (TRAINING_FREE)
     at the head's acceptance, on the prompts all of them share; prompts resampled jointly for the head and every
     point, and the envelope's value there. None when no rule point ran on all the head's prompts, or the head
-    accepts more than any of them (the envelope does not reach it)."""
+    accepts more than any of them (the envelope does not reach it). `head` may itself be a rule point (one chosen on
+    validation, say): it is then measured against every *other* point."""
     keys = sorted(data[head])
-    pts_l = [lab for lab in data if methods.get(lab) in TRAINING_FREE and keys and set(keys) <= set(data[lab])]
+    pts_l = [lab for lab in data if lab != head and methods.get(lab) in TRAINING_FREE and keys
+             and set(keys) <= set(data[lab])]
     if not pts_l:
         return None
     h = np.array([data[head][k] for k in keys], dtype=np.float64)
@@ -283,15 +285,18 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
                   f"by acceptance, linear between them and flat beyond its ends; n={line['n']}, prompts resampled "
                   "jointly): score "
                   f"{line['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
-    env = above_rule_envelope(data, ref, methods, level=level) if methods[ref] == "diversed" else None
+    # a head, or a rule (chosen on validation, say) against the envelope of every other rule
+    pointed = methods[ref] == "diversed" or methods[ref] in TRAINING_FREE
+    env = above_rule_envelope(data, ref, methods, level=level) if pointed else None
     if env is not None:
         lo, hi = env["ci"]
-        lines += ["", f"{ref} minus the upper envelope of every training-free rule point ({len(env['points'])}: "
+        other = " other" if methods[ref] in TRAINING_FREE else ""
+        lines += ["", f"{ref} minus the upper envelope of every{other} training-free rule point ({len(env['points'])}: "
                   f"{', '.join(sorted(set(methods[p] for p in env['points'])))}) at its acceptance "
                   f"{env['head_acceptance']:.3f} (envelope {env['envelope']:.3f}; eval/pool.py envelope_at; "
                   f"n={env['n']}, prompts resampled jointly): score {env['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
-    elif methods[ref] == "diversed":
-        lines += ["", f"{ref}: no training-free rule point here reaches its acceptance (no envelope to compare)"]
+    elif pointed:
+        lines += ["", f"{ref}: no other training-free rule point here reaches its acceptance (no envelope to compare)"]
     return "\n".join(lines)
 
 

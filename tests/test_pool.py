@@ -200,6 +200,11 @@ def test_above_rule_envelope_takes_every_training_free_rule_and_no_trained_metho
     assert up["gap"] == pytest.approx(0.15) and up["ci"][0] > 0.05
     data["diversed(λ=1)"] = method(38, 10)  # beyond every rule's acceptance: no envelope to compare with
     assert above_rule_envelope(data, "diversed(λ=1)", methods) is None
+    # a rule as the point under test (one chosen on validation) is measured against the *other* rules: typical at
+    # 0.8 is 0.3 below the sd-cascade coin flip, where counting itself would put the envelope at its own score or above
+    rule = above_rule_envelope(data, "typical(eps=0.3)", methods)
+    assert set(rule["points"]) == {"sd", "cascade(t=0.1)"}
+    assert rule["envelope"] == pytest.approx(0.8) and rule["gap"] == pytest.approx(-0.3)
 
 
 def test_partial_rows_are_paired_on_the_prompts_they_decoded_and_kept_out_of_the_bars(two_sets):
