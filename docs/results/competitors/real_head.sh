@@ -80,11 +80,12 @@ VAL=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11}]" task.data
      eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
 TEST=("${MODEL[@]}" temperature=1.0 task.data.seed=11 seed=12 eval.num_samples=$NTEST eval.max_new_tokens=$TOK
       eval.batch_size=8 eval.progress=false resume=true)
-V200=("${MODEL[@]}" temperature=1.0 "data.holdout=[{n:$NTEST,seed:11},{n:64,seed:13}]" task.data.seed=15 seed=16
+HELD="{n:$NTEST,seed:11},{n:64,seed:13}"  # the test's draw, then the 64 validation problems
+V200=("${MODEL[@]}" temperature=1.0 "data.holdout=[$HELD]" task.data.seed=15 seed=16
       eval.num_samples=200 eval.max_new_tokens=$TOK eval.batch_size=8 eval.progress=false resume=true)
 # training holds out the test and every validation draw it is chosen on (data.holdout drops them in this order)
-HOLD="[{n:$NTEST,seed:11},{n:64,seed:13}]"
-if [[ $VARIANT == val200 ]]; then HOLD="[{n:$NTEST,seed:11},{n:64,seed:13},{n:200,seed:15}]"; fi
+HOLD="[$HELD]"
+if [[ $VARIANT == val200 ]]; then HOLD="[$HELD,{n:200,seed:15}]"; fi
 timed() { local t0=$SECONDS; nice -n 5 "$@"; echo "[real_head.sh] $TASK $STEP took $((SECONDS - t0)) s"; }
 case $STEP in
   val_a) timed $PY eval/frontier.py "${VAL[@]}" out_dir=$R/val_a 'frontier.baselines=[sd]' 'frontier.grid=[0.0]' \
@@ -143,11 +144,11 @@ case $STEP in
         train.max_minutes=45 checkpoint.every=$EVERY checkpoint.keep=10 logger=disabled progress=false resume=true \
         hydra.run.dir=$RUN ;;
   select_a|select_b)  # the candidates split over the two cores (every other one), then `choose`s them
-    HALF=$([[ $STEP == select_a ]] && echo 1 || echo 0)
     ALL=$(flock $RUN/.export.lock $PY eval/choose_head.py export $RUN | tr , '\n')  # rule, start, checkpoints
     if [[ $VARIANT == val200 ]]; then  # the rule on one core, the last checkpoint on the other, on the 200
       HEADS=$(if [[ $STEP == select_a ]]; then head -n 1 <<< "$ALL"; else tail -n 1 <<< "$ALL"; fi); GATE=("${V200[@]}")
     else
+      HALF=$([[ $STEP == select_a ]] && echo 1 || echo 0)
       HEADS=$(awk -v k=$HALF 'NR % 2 == k' <<< "$ALL" | paste -sd, -); GATE=("${VAL[@]}")
     fi
     timed $PY eval/frontier.py "${GATE[@]}" 'frontier.baselines=[]' 'frontier.grid=[]' "heads=[$HEADS]" \
