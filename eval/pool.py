@@ -286,11 +286,12 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
                   "jointly): score "
                   f"{line['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
     # a head, or a rule (chosen on validation, say) against the envelope of every other rule
-    pointed = methods[ref] == "diversed" or methods[ref] in TRAINING_FREE
+    is_rule = methods[ref] in TRAINING_FREE
+    pointed = methods[ref] == "diversed" or is_rule
     env = above_rule_envelope(data, ref, methods, level=level) if pointed else None
     if env is not None:
         lo, hi = env["ci"]
-        other = " other" if methods[ref] in TRAINING_FREE else ""
+        other = " other" if is_rule else ""
         lines += ["", f"{ref} minus the upper envelope of every{other} training-free rule point ({len(env['points'])}: "
                   f"{', '.join(sorted(set(methods[p] for p in env['points'])))}) at its acceptance "
                   f"{env['head_acceptance']:.3f} (envelope {env['envelope']:.3f}; eval/pool.py envelope_at; "
