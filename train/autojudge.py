@@ -187,7 +187,10 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
         greedy = sum(len(t) for t in gen.tokens)  # the target's greedy paths (forks are counted below)
         stats["decoded_tokens"] += greedy
         stats["greedy_tokens"] += greedy
-        p, h_p = teacher_forced(models.target, P, comps, temperature)
+        # the draft first: its greedy tokens pick the mismatches, and of each model's [B, T, V] probs only the
+        # picked positions are kept, so one model's are alive at a time (on the real pair a batch of 8 320-token
+        # answers holds 1.6 GB of them per model; holding both through the forks OOM-killed one of two mining
+        # shards on 24 GB)
         q, h_q = teacher_forced(models.draft, P, comps, temperature)
         # mismatches along the target's greedy path: the draft's greedy token differs from the target's
         positions, x_minus = [], []
@@ -202,8 +205,15 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
         if positions:
             rows = torch.tensor([b for b, _ in positions])
             ts = torch.tensor([t for _, t in positions])
+            q_at, hq_at = q[rows, ts], h_q[rows, ts]
+            del q, h_q
+            p, h_p = teacher_forced(models.target, P, comps, temperature)
+            p_at, hp_at = p[rows, ts], h_p[rows, ts]
+            # SelfJudge reads the own-token branch from the target's T = 1 probs along the whole completions
+            own_probs = p if label == "selfjudge" and temperature == 1.0 else None
+            del p, h_p
             # mined data lives on the CPU (the judge is fitted there), whatever the models' device
-            tv = total_variation(p[rows, ts], q[rows, ts]).float().cpu()
+            tv = total_variation(p_at, q_at).float().cpu()
             x_plus = torch.tensor([comps[b][t] for b, t in positions])
 
             def score_fn(texts, rws, R=R):
@@ -211,7 +221,7 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
 
             if label == "selfjudge":
                 gap = selfjudge_harm(models.target, P, comps, positions, x_minus, int(sj["window"]), batch_size,
-                                     own_probs=p if temperature == 1.0 else None)  # p is at T = 1 then
+                                     own_probs=own_probs)
                 important = (gap > float(sj["threshold"])).float()
             else:
                 f = run_forks(models, ExactRule(), P, comps, positions, score_fn=score_fn, lam=0.0, gamma=gamma,
@@ -221,9 +231,10 @@ def mine(models, prompts, refs, *, task, reward_opts, per_prompt: int, gamma: in
                 gap = f.g_plus - f.g_minus
                 important = (gap != 0).float()
                 stats["decoded_tokens"] += f.decoded_tokens
-            out["h_q"].append(h_q[rows, ts].float().cpu())
-            out["h_p"].append(h_p[rows, ts].float().cpu())
-            out["feats"].append(pair_features(p[rows, ts], q[rows, ts]).float().cpu())
+            del own_probs
+            out["h_q"].append(hq_at.float().cpu())
+            out["h_p"].append(hp_at.float().cpu())
+            out["feats"].append(pair_features(p_at, q_at).float().cpu())
             out["label"].append(important)
             out["tv"].append(tv)
             out["gap"].append(gap)
