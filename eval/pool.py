@@ -289,15 +289,15 @@ def report(run_dirs: list[Path], ref: str | None = None, plot: Path | None = Non
     is_rule = methods[ref] in TRAINING_FREE
     pointed = methods[ref] == "diversed" or is_rule
     env = above_rule_envelope(data, ref, methods, level=level) if pointed else None
+    other = " other" if is_rule else ""
     if env is not None:
         lo, hi = env["ci"]
-        other = " other" if is_rule else ""
         lines += ["", f"{ref} minus the upper envelope of every{other} training-free rule point ({len(env['points'])}: "
                   f"{', '.join(sorted(set(methods[p] for p in env['points'])))}) at its acceptance "
                   f"{env['head_acceptance']:.3f} (envelope {env['envelope']:.3f}; eval/pool.py envelope_at; "
                   f"n={env['n']}, prompts resampled jointly): score {env['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"]
     elif pointed:
-        lines += ["", f"{ref}: no other training-free rule point here reaches its acceptance (no envelope to compare)"]
+        lines += ["", f"{ref}: no{other} training-free rule point here reaches its acceptance (no envelope to compare)"]
     return "\n".join(lines)
 
 
